@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what is missing, then runs
+#   build     release build with -Werror, every ctest test (unit, C ABI)
+#   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
+#   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
+# Usage: tests/run.sh [stage...]   (no stage: all of them, in that order)
+# Ends with one line "summary: N passed, M failed"; exits non-zero on any failure.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${DHTC_BUILD_ROOT:-$root/build}
+fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
+jobs=${DHTC_JOBS:-$(nproc)}
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(build sanitize fuzz)
+
+passed=0
+failed=0
+failures=()
+
+note() { printf '\n=== %s\n' "$*"; }
+
+# Runs ctest in a build tree and adds its counts to the totals.
+run_ctest() {
+  local dir=$1 label=$2 log
+  log=$(mktemp)
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600) 2>&1 | tee "$log"
+  local total fails
+  total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+  fails=$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' | tail -1)
+  if [ -z "$total" ]; then
+    failed=$((failed + 1)); failures+=("$label: ctest did not run")
+  else
+    passed=$((passed + total - fails)); failed=$((failed + fails))
+    [ "$fails" -gt 0 ] && failures+=("$label: $fails failed")
+  fi
+  rm -f "$log"
+}
+
+build_tree() { # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S "$root" -B "$dir" -G Ninja "$@" >/dev/null && cmake --build "$dir" -j "$jobs"
+}
+
+stage_build() {
+  note "release build (-Werror) and tests"
+  if build_tree "$out/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+    run_ctest "$out/release" release
+  else
+    failed=$((failed + 1)); failures+=("release build failed")
+  fi
+}
+
+stage_sanitize() {
+  note "AddressSanitizer + UndefinedBehaviorSanitizer build of the tests"
+  if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      run_ctest "$out/asan" asan
+  else
+    failed=$((failed + 1)); failures+=("sanitizer build failed")
+  fi
+}
+
+stage_fuzz() {
+  note "libFuzzer targets, ${fuzz_seconds}s each"
+  local dir=$out/fuzz
+  if ! CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DDHTC_FUZZ=ON -DDHTC_BUILD_TESTS=OFF -DDHTC_BUILD_EXAMPLES=OFF >/dev/null ||
+     ! cmake --build "$dir" -j "$jobs" --target fuzzers; then
+    failed=$((failed + 1)); failures+=("fuzz build failed"); return
+  fi
+  local corpus_root=$dir/corpus
+  for bin in "$dir"/tests/fuzz/fuzz_*; do
+    [ -x "$bin" ] || continue
+    local name seeds
+    name=$(basename "$bin")
+    mkdir -p "$corpus_root/$name"
+    seeds=()
+    [ -d "$root/tests/fuzz/corpus/$name" ] && seeds=("$root/tests/fuzz/corpus/$name")
+    echo "--- $name"
+    if "$bin" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        "$corpus_root/$name" "${seeds[@]}" >"$dir/$name.log" 2>&1; then
+      passed=$((passed + 1))
+      grep -E 'stat::number_of_executed_units|Done [0-9]+ runs' "$dir/$name.log" | tail -1
+    else
+      failed=$((failed + 1)); failures+=("$name found a crash")
+      tail -40 "$dir/$name.log"
+    fi
+  done
+}
+
+bash "$root/cmake/install-deps.sh" || { echo "summary: 0 passed, 1 failed"; exit 1; }
+
+for stage in "${stages[@]}"; do
+  case $stage in
+    build) stage_build ;;
+    sanitize) stage_sanitize ;;
+    fuzz) stage_fuzz ;;
+    *) echo "unknown stage: $stage (build, sanitize, fuzz)"; exit 2 ;;
+  esac
+done
+
+if [ ${#failures[@]} -gt 0 ]; then
+  note "failures"
+  printf '  %s\n' "${failures[@]}"
+fi
+echo
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
