@@ -9,7 +9,8 @@ using namespace dhtc::bencode;
 
 namespace {
 
-decode_result decode_str(const std::string& s, document& d, const limits& lim = {}) { return decode(std::string_view(s), d, lim); }
+// Takes a view: the document points into the input, so callers keep it alive (literals do).
+decode_result decode_str(std::string_view s, document& d, const limits& lim = {}) { return decode(s, d, lim); }
 
 error error_of(const std::string& s, const limits& lim = {}) {
     document d;
