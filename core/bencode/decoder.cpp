@@ -1,7 +1,6 @@
 #include "bencode/decoder.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <new>
 
 namespace dhtc::bencode {
@@ -42,8 +41,9 @@ struct frame {
     std::uint32_t prev_key; // dict: token index of the previous key, or UINT32_MAX
 };
 
+// Tokens are built from the input, so their spans are in range: no substr() bounds checks.
 std::string_view string_payload(std::string_view in, const token& t) noexcept {
-    return in.substr(t.count, static_cast<std::size_t>(t.integer));
+    return {in.data() + t.count, static_cast<std::size_t>(t.integer)};
 }
 
 class parser {
@@ -86,14 +86,17 @@ decode_result parser::parse_integer(token& t) noexcept {
         ++pos_;
     }
     const std::size_t digits_at = pos_;
+    // 19 decimal digits always fit in 64 bits, so the loop needs no overflow arithmetic
+    // (no division per digit: this runs for every integer of every packet).
+    constexpr std::size_t max_digits = 19;
     std::uint64_t magnitude = 0;
-    const std::uint64_t cap = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
     while (pos_ < in_.size() && is_digit(in_[pos_])) {
-        const auto d = static_cast<std::uint64_t>(in_[pos_] - '0');
-        if (magnitude > (cap - d) / 10) return fail(error::integer_overflow, digits_at);
-        magnitude = magnitude * 10 + d;
+        if (pos_ - digits_at == max_digits) return fail(error::integer_overflow, digits_at);
+        magnitude = magnitude * 10 + static_cast<std::uint64_t>(in_[pos_] - '0');
         ++pos_;
     }
+    const std::uint64_t cap = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
+    if (magnitude > cap) return fail(error::integer_overflow, digits_at);
     if (pos_ >= in_.size()) return fail(error::unexpected_eof, pos_);
     if (in_[pos_] != 'e') return fail(error::unexpected_byte, pos_);
     const std::size_t ndigits = pos_ - digits_at;
@@ -111,17 +114,16 @@ decode_result parser::parse_integer(token& t) noexcept {
 
 decode_result parser::parse_string(token& t) noexcept {
     const std::size_t start = pos_;
-    std::size_t length = 0;
     // No string can be longer than the largest input we accept, so a prefix beyond that is
-    // an overflow, found before its digits run out (no arithmetic overflow either).
-    const std::size_t cap = lim_.max_size;
+    // an overflow; 19 digits always fit in 64 bits, so no per-digit overflow arithmetic.
+    constexpr std::size_t max_digits = 19;
+    std::uint64_t length = 0;
     while (pos_ < in_.size() && is_digit(in_[pos_])) {
-        const auto d = static_cast<std::size_t>(in_[pos_] - '0');
-        if (length > (std::numeric_limits<std::size_t>::max() - d) / 10) return fail(error::string_length_overflow, start);
-        length = length * 10 + d;
-        if (length > cap) return fail(error::string_length_overflow, start);
+        if (pos_ - start == max_digits) return fail(error::string_length_overflow, start);
+        length = length * 10 + static_cast<std::uint64_t>(in_[pos_] - '0');
         ++pos_;
     }
+    if (length > lim_.max_size) return fail(error::string_length_overflow, start);
     if (pos_ >= in_.size()) return fail(error::unexpected_eof, pos_);
     if (in_[pos_] != ':') return fail(error::unexpected_byte, pos_);
     if (in_[start] == '0' && pos_ - start > 1) return fail(error::leading_zero, start);
@@ -273,7 +275,7 @@ std::string_view value::as_string() const noexcept {
 std::string_view value::raw() const noexcept {
     if (!doc_) return {};
     const auto& t = doc_->tokens_[index_];
-    return doc_->input_.substr(t.start, t.end - t.start);
+    return {doc_->input_.data() + t.start, t.end - t.start};
 }
 
 std::size_t value::offset() const noexcept { return doc_ ? doc_->tokens_[index_].start : 0; }

@@ -16,21 +16,21 @@ void writer::before_value() {
 writer& writer::integer(std::int64_t v) {
     before_value();
     char buf[24];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    buf[0] = 'i';
+    auto [end, ec] = std::to_chars(buf + 1, buf + sizeof buf - 1, v);
     (void)ec;
-    out_.push_back('i');
-    out_.append(buf, end);
-    out_.push_back('e');
+    *end++ = 'e';
+    out_.append(buf, static_cast<std::size_t>(end - buf)); // (ptr, len): one capacity check, one copy
     return *this;
 }
 
 void writer::append_string(std::string_view s) {
     char buf[24];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, s.size());
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf - 1, s.size());
     (void)ec;
-    out_.append(buf, end);
-    out_.push_back(':');
-    out_.append(s);
+    *end++ = ':';
+    out_.append(buf, static_cast<std::size_t>(end - buf));
+    out_.append(s.data(), s.size());
 }
 
 writer& writer::string(std::string_view s) {
