@@ -1,0 +1,159 @@
+#include "crawl/rate_limiter.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "net/address_policy.hpp"
+
+namespace dhtc::crawl {
+
+namespace {
+
+constexpr double max_rate = 1e12;
+constexpr double max_burst = 1e15;
+// Exact decimal time slices (100 ms at 10/s) may sum to 0.9999999999 tokens in binary
+// floating point; the tolerance makes them grant the token they add up to.
+constexpr double tolerance = 1e-9;
+
+double sanitize(double v, double cap) noexcept {
+    if (!(v > 0)) return 0; // negative, zero and NaN
+    return v > cap ? cap : v;
+}
+
+// Tokens held at `now` by a bucket that held `tokens` at `last`. A clock that went back
+// (only a manual clock can) adds nothing rather than removing tokens.
+double refilled(double tokens, double rate, double burst, time_point last, time_point now) noexcept {
+    if (now <= last) return tokens;
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    return std::min(burst, tokens + seconds * rate);
+}
+
+} // namespace
+
+token_bucket::token_bucket(const clock& c, double rate_per_second, double burst) noexcept
+    : clock_(&c), rate_(sanitize(rate_per_second, max_rate)), burst_(sanitize(burst, max_burst)), tokens_(burst_),
+      last_(c.now()) {}
+
+void token_bucket::refill() noexcept {
+    const time_point now = clock_->now();
+    tokens_ = refilled(tokens_, rate_, burst_, last_, now);
+    // Keep the later instant, so a clock stepping back then forth is not paid twice.
+    if (now > last_) last_ = now;
+}
+
+bool token_bucket::try_acquire_above(double n, double floor) noexcept {
+    if (n <= 0) {
+        ++granted_;
+        return true;
+    }
+    refill();
+    if (!(tokens_ - n + tolerance >= floor)) { // also refuses NaN
+        ++refused_;
+        return false;
+    }
+    tokens_ = std::max(0.0, tokens_ - n);
+    ++granted_;
+    return true;
+}
+
+double token_bucket::available() noexcept {
+    refill();
+    return tokens_;
+}
+
+void token_bucket::set_rate(double rate_per_second) noexcept {
+    refill();
+    rate_ = sanitize(rate_per_second, max_rate);
+}
+
+reserved_share_bucket::reserved_share_bucket(const clock& c, double rate_per_second, double burst,
+                                             unsigned reserved_percent) noexcept
+    : bucket_(c, rate_per_second, burst), reserve_(bucket_.burst() * std::min(reserved_percent, 100u) / 100.0) {}
+
+bool reserved_share_bucket::try_acquire(double n, traffic_class cls) noexcept {
+    const double floor = cls == traffic_class::priority ? 0.0 : reserve_;
+    const bool ok = bucket_.try_acquire_above(n, floor);
+    ++(ok ? granted_ : refused_)[index(cls)];
+    return ok;
+}
+
+double pressure_factor(std::size_t depth, std::size_t capacity, unsigned floor_percent) noexcept {
+    const double floor = std::min(floor_percent, 100u) / 100.0;
+    if (capacity == 0) return floor;
+    const double fill = static_cast<double>(depth) / static_cast<double>(capacity);
+    constexpr double start = 0.80;
+    constexpr double full = 0.95;
+    if (fill < start) return 1.0;
+    if (fill >= full) return floor;
+    return 1.0 - (fill - start) / (full - start) * (1.0 - floor);
+}
+
+per_source_limiter::per_source_limiter(const clock& c, per_source_options options)
+    : clock_(&c), rate_(sanitize(options.rate_per_second, max_rate)), burst_(sanitize(options.burst, max_burst)),
+      capacity_(std::clamp<std::size_t>(options.capacity, 1, (std::size_t{1} << 24) - 1)),
+      key_(detail::hash_key_from_seed(options.hash_seed)), slots_(std::make_unique<entry[]>(capacity_)),
+      index_(capacity_, 24) {}
+
+std::uint64_t per_source_limiter::hash_of_slot(std::uint32_t i) const noexcept {
+    return detail::hash_address(key_, slots_[i].address);
+}
+
+void per_source_limiter::unlink(std::uint32_t i) noexcept {
+    entry& e = slots_[i];
+    if (e.prev != none) slots_[e.prev].next = e.next;
+    else mru_ = e.next;
+    if (e.next != none) slots_[e.next].prev = e.prev;
+    else lru_ = e.prev;
+}
+
+void per_source_limiter::link_front(std::uint32_t i) noexcept {
+    entry& e = slots_[i];
+    e.prev = none;
+    e.next = mru_;
+    if (mru_ != none) slots_[mru_].prev = i;
+    mru_ = i;
+    if (lru_ == none) lru_ = i;
+}
+
+bool per_source_limiter::try_acquire(const ip_address& source, double n) {
+    const ip_address a = canonical(source);
+    const time_point now = clock_->now();
+    const std::uint64_t h = detail::hash_address(key_, a);
+    std::uint32_t i = index_.find(h, [&](std::uint32_t s) { return slots_[s].address == a; });
+    if (i == detail::slot_index::npos) {
+        if (size_ < capacity_) {
+            i = static_cast<std::uint32_t>(size_++);
+        } else {
+            i = lru_;
+            entry& victim = slots_[i];
+            ++evictions_;
+            if (refilled(victim.tokens, rate_, burst_, victim.last, now) + tolerance < burst_) ++lossy_evictions_;
+            index_.erase(hash_of_slot(i), i, [this](std::uint32_t s) { return hash_of_slot(s); });
+            unlink(i);
+        }
+        slots_[i].address = a;
+        slots_[i].tokens = burst_;
+        slots_[i].last = now;
+        index_.insert(h, i);
+        link_front(i);
+    } else if (mru_ != i) {
+        unlink(i);
+        link_front(i);
+    }
+    entry& e = slots_[i];
+    e.tokens = refilled(e.tokens, rate_, burst_, e.last, now);
+    if (now > e.last) e.last = now;
+    if (n <= 0) return true;
+    if (!(e.tokens - n + tolerance >= 0)) {
+        ++refused_;
+        return false;
+    }
+    e.tokens = std::max(0.0, e.tokens - n);
+    return true;
+}
+
+std::size_t per_source_limiter::memory_bytes() const noexcept {
+    return sizeof(*this) + capacity_ * sizeof(entry) + index_.memory_bytes();
+}
+
+} // namespace dhtc::crawl

@@ -1,0 +1,155 @@
+// Rate budgets of the crawl actor: query QPS, new destinations and node replacements per
+// minute, reply packets and bytes (with a share kept for ping/get_peers answers), replies
+// per source. All run on a `clock`, so tests step time by hand.
+//
+// Thread rules: none of these classes is synchronised; each belongs to one owner (the crawl
+// actor, or one receive worker).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "crawl/slot_index.hpp"
+#include "net/address.hpp"
+#include "net/clock.hpp"
+
+namespace dhtc::crawl {
+
+/// A token bucket: `rate` tokens per second accrue up to `burst`; it starts full.
+/// Tokens are fractional (double); a grant compares with a tolerance of 1e-9 tokens so that
+/// time slices that add up to a whole token in exact arithmetic grant that token.
+class token_bucket {
+public:
+    /// Negative or NaN rate/burst count as 0; both are capped (1e12/s, 1e15) to keep the
+    /// arithmetic finite.
+    token_bucket(const clock& c, double rate_per_second, double burst) noexcept;
+    /// A per-minute budget: rate amount/60 per second, burst `amount`.
+    static token_bucket per_minute(const clock& c, double amount_per_minute) noexcept {
+        return token_bucket(c, amount_per_minute / 60.0, amount_per_minute);
+    }
+
+    /// Takes `n` tokens if available. n <= 0 always succeeds; NaN never does.
+    bool try_acquire(double n = 1) noexcept { return try_acquire_above(n, 0); }
+    /// Takes `n` tokens only if at least `floor` tokens remain afterwards.
+    bool try_acquire_above(double n, double floor) noexcept;
+    /// Tokens available now.
+    double available() noexcept;
+    /// Changes the rate from now on (tokens accrued so far are kept at the old rate).
+    void set_rate(double rate_per_second) noexcept;
+
+    double rate() const noexcept { return rate_; }
+    double burst() const noexcept { return burst_; }
+    /// Acquisitions granted / refused so far.
+    std::uint64_t granted() const noexcept { return granted_; }
+    std::uint64_t refused() const noexcept { return refused_; }
+
+private:
+    void refill() noexcept;
+
+    const clock* clock_;
+    double rate_;
+    double burst_;
+    double tokens_;
+    time_point last_;
+    std::uint64_t granted_ = 0;
+    std::uint64_t refused_ = 0;
+};
+
+/// Which side of a reserved_share_bucket a request draws from.
+enum class traffic_class : std::uint8_t {
+    normal,   ///< everything else (find_node answers, bulk replies)
+    priority, ///< ping and get_peers answers: what keeps us in other nodes' tables
+};
+
+/// A total budget with a share kept for priority traffic: normal traffic may take tokens
+/// only while at least `reserved_percent` of the burst stays in the bucket afterwards;
+/// priority traffic may take everything. Both draw from one bucket, so together they
+/// never exceed the total rate and burst.
+class reserved_share_bucket {
+public:
+    /// `reserved_percent` is clamped to 0..100.
+    reserved_share_bucket(const clock& c, double rate_per_second, double burst, unsigned reserved_percent = 10) noexcept;
+
+    bool try_acquire(double n, traffic_class cls) noexcept;
+    double available() noexcept { return bucket_.available(); }
+    /// Tokens normal traffic can never touch.
+    double reserve() const noexcept { return reserve_; }
+    void set_rate(double rate_per_second) noexcept { bucket_.set_rate(rate_per_second); }
+    const token_bucket& bucket() const noexcept { return bucket_; }
+
+    std::uint64_t granted(traffic_class cls) const noexcept { return granted_[index(cls)]; }
+    std::uint64_t refused(traffic_class cls) const noexcept { return refused_[index(cls)]; }
+
+private:
+    static std::size_t index(traffic_class cls) noexcept { return cls == traffic_class::priority ? 1 : 0; }
+
+    token_bucket bucket_;
+    double reserve_;
+    std::array<std::uint64_t, 2> granted_{};
+    std::array<std::uint64_t, 2> refused_{};
+};
+
+/// The metadata-pressure feedback on the query rate: 1.0 below 80% queue depth, falling
+/// linearly to floor_percent/100 at 95%, and that floor above. floor_percent is clamped to
+/// 0..100; capacity 0 counts as full pressure. Pure: multiply the configured rate by it
+/// and pass the result to token_bucket::set_rate().
+double pressure_factor(std::size_t depth, std::size_t capacity, unsigned floor_percent = 25) noexcept;
+
+struct per_source_options {
+    double rate_per_second = 40; ///< crawl.rate_limit.max_response_rate_per_source
+    double burst = 40;
+    std::size_t capacity = 8192; ///< sources tracked; 1..2^24-1
+    std::uint64_t hash_seed = 0; ///< 0: random (tests pass a fixed one)
+};
+
+/// One token bucket per source IP in a bounded table. When full, the least recently used
+/// source is evicted. A source idle for burst/rate seconds has a full bucket, which is what
+/// a new entry starts with, so evicting it loses nothing; evicting a busier one forgives
+/// part of its debt, and is counted apart (lossy_evictions) so the capacity can be tuned.
+class per_source_limiter {
+public:
+    per_source_limiter(const clock& c, per_source_options options);
+
+    /// Takes `n` tokens from `source`'s bucket (its canonical address: a v4-mapped IPv6
+    /// source shares the IPv4 bucket).
+    bool try_acquire(const ip_address& source, double n = 1);
+
+    std::size_t size() const noexcept { return size_; }
+    std::size_t capacity() const noexcept { return capacity_; }
+    std::uint64_t evictions() const noexcept { return evictions_; }
+    std::uint64_t lossy_evictions() const noexcept { return lossy_evictions_; }
+    std::uint64_t refused() const noexcept { return refused_; }
+    std::size_t memory_bytes() const noexcept;
+
+private:
+    struct entry {
+        ip_address address;
+        std::uint32_t prev;
+        std::uint32_t next;
+        double tokens;
+        time_point last;
+    };
+    static constexpr std::uint32_t none = 0xffffffffu;
+
+    void unlink(std::uint32_t i) noexcept;
+    void link_front(std::uint32_t i) noexcept;
+    std::uint64_t hash_of_slot(std::uint32_t i) const noexcept;
+
+    const clock* clock_;
+    double rate_;
+    double burst_;
+    std::size_t capacity_;
+    siphash_key key_;
+    std::unique_ptr<entry[]> slots_;
+    detail::slot_index index_;
+    std::size_t size_ = 0;
+    std::uint32_t mru_ = none;
+    std::uint32_t lru_ = none;
+    std::uint64_t evictions_ = 0;
+    std::uint64_t lossy_evictions_ = 0;
+    std::uint64_t refused_ = 0;
+};
+
+} // namespace dhtc::crawl

@@ -1,0 +1,295 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "crawl/rate_limiter.hpp"
+#include "net/clock.hpp"
+
+using namespace dhtc;
+using namespace dhtc::crawl;
+using namespace std::chrono_literals;
+
+namespace {
+
+ip_address ip(const char* text) {
+    auto a = ip_address::parse(text);
+    REQUIRE(a);
+    return *a;
+}
+
+int drain(token_bucket& b) {
+    int n = 0;
+    while (b.try_acquire()) ++n;
+    return n;
+}
+
+} // namespace
+
+TEST_SUITE("rate_limiter") {
+
+TEST_CASE("manual clock: advance and set") {
+    manual_clock c;
+    const auto t0 = c.now();
+    c.advance(1500ms);
+    CHECK(c.now() - t0 == 1500ms);
+    c.set(t0);
+    CHECK(c.now() == t0);
+    steady_clock_source real;
+    const auto a = real.now();
+    CHECK(real.now() >= a);
+}
+
+TEST_CASE("token bucket: starts full, refills at the rate, caps at the burst") {
+    manual_clock c;
+    token_bucket b(c, 10, 5);
+    CHECK(b.available() == doctest::Approx(5));
+    CHECK(drain(b) == 5);
+    CHECK_FALSE(b.try_acquire());
+    // 100 ms at 10/s is exactly one token, even though 0.1 is inexact in binary
+    for (int i = 0; i < 30; ++i) {
+        c.advance(100ms);
+        CHECK(b.try_acquire());
+        CHECK_FALSE(b.try_acquire());
+    }
+    c.advance(50ms);
+    CHECK_FALSE(b.try_acquire());
+    c.advance(50ms);
+    CHECK(b.try_acquire());
+    // a long pause refills only up to the burst
+    c.advance(1h);
+    CHECK(b.available() == doctest::Approx(5));
+    CHECK(drain(b) == 5);
+    CHECK(b.granted() == 5 + 30 + 1 + 5);
+    CHECK(b.refused() == 1 + 1 + 30 + 1 + 1); // each drain ends on one refusal
+}
+
+TEST_CASE("token bucket: multi-token requests, n larger than the burst, odd inputs") {
+    manual_clock c;
+    token_bucket b(c, 1000, 1500);
+    CHECK(b.try_acquire(1000));
+    CHECK_FALSE(b.try_acquire(501));
+    CHECK(b.try_acquire(500));
+    c.advance(1s);
+    CHECK_FALSE(b.try_acquire(1501)); // never possible
+    CHECK(b.try_acquire(0));
+    CHECK(b.try_acquire(-3));
+    CHECK_FALSE(b.try_acquire(std::numeric_limits<double>::quiet_NaN()));
+    CHECK(b.available() == doctest::Approx(1000));
+
+    token_bucket zero(c, -5, std::numeric_limits<double>::quiet_NaN());
+    CHECK(zero.rate() == 0);
+    CHECK(zero.burst() == 0);
+    CHECK_FALSE(zero.try_acquire());
+    token_bucket huge(c, std::numeric_limits<double>::infinity(), 1e300);
+    CHECK(std::isfinite(huge.rate()));
+    CHECK(std::isfinite(huge.available()));
+}
+
+TEST_CASE("token bucket: a clock stepping back neither adds nor removes tokens") {
+    manual_clock c;
+    token_bucket b(c, 10, 10);
+    CHECK(drain(b) == 10);
+    const auto t = c.now();
+    c.advance(-5s);
+    CHECK(b.available() == doctest::Approx(0));
+    c.set(t + 500ms);
+    CHECK(b.available() == doctest::Approx(5)); // counted once from t, not from t - 5 s
+}
+
+TEST_CASE("per-minute budget") {
+    manual_clock c;
+    auto b = token_bucket::per_minute(c, 600);
+    CHECK(b.burst() == 600);
+    CHECK(b.rate() == doctest::Approx(10));
+    CHECK(drain(b) == 600);
+    c.advance(6s);
+    CHECK(drain(b) == 60);
+    c.advance(2min);
+    CHECK(drain(b) == 600);
+}
+
+TEST_CASE("set_rate keeps tokens accrued at the old rate") {
+    manual_clock c;
+    token_bucket b(c, 100, 100);
+    CHECK(drain(b) == 100);
+    c.advance(100ms); // +10 at 100/s
+    b.set_rate(10);
+    CHECK(b.rate() == 10);
+    c.advance(100ms); // +1 at 10/s
+    CHECK(drain(b) == 11);
+    b.set_rate(-1);
+    CHECK(b.rate() == 0);
+    c.advance(10s);
+    CHECK_FALSE(b.try_acquire());
+}
+
+TEST_CASE("pressure factor: 0, 80, 87.5, 95, 100 percent and edges") {
+    CHECK(pressure_factor(0, 10000, 25) == 1.0);
+    CHECK(pressure_factor(7999, 10000, 25) == 1.0);
+    CHECK(pressure_factor(8000, 10000, 25) == doctest::Approx(1.0));
+    CHECK(pressure_factor(8750, 10000, 25) == doctest::Approx(0.625));
+    CHECK(pressure_factor(9500, 10000, 25) == doctest::Approx(0.25));
+    CHECK(pressure_factor(10000, 10000, 25) == doctest::Approx(0.25));
+    CHECK(pressure_factor(20000, 10000, 25) == doctest::Approx(0.25)); // over-full stays at the floor
+    CHECK(pressure_factor(8750, 10000, 0) == doctest::Approx(0.5));
+    CHECK(pressure_factor(9500, 10000, 0) == 0.0);
+    CHECK(pressure_factor(9500, 10000, 100) == 1.0);
+    CHECK(pressure_factor(9500, 10000, 250) == 1.0); // floor clamped to 100 %
+    CHECK(pressure_factor(0, 0, 25) == doctest::Approx(0.25)); // no capacity: full pressure
+    // monotonic and within [floor, 1] everywhere
+    double prev = 1.0;
+    for (std::size_t d = 0; d <= 1000; ++d) {
+        const double f = pressure_factor(d, 1000, 25);
+        CHECK(f <= prev + 1e-12);
+        CHECK(f >= 0.25 - 1e-12);
+        prev = f;
+    }
+}
+
+TEST_CASE("scaled query rate follows the pressure") {
+    manual_clock c;
+    token_bucket q(c, 200, 40);
+    q.set_rate(200 * pressure_factor(8750, 10000, 25));
+    CHECK(q.rate() == doctest::Approx(125));
+    CHECK(drain(q) == 40);
+    c.advance(1s);
+    CHECK(drain(q) == 40); // burst still caps
+    c.advance(200ms);
+    CHECK(drain(q) == 25);
+}
+
+TEST_CASE("reserved share: normal traffic cannot drain below 10%, priority can, the total holds") {
+    manual_clock c;
+    reserved_share_bucket b(c, 100, 100);
+    CHECK(b.reserve() == doctest::Approx(10));
+    int normal = 0;
+    while (b.try_acquire(1, traffic_class::normal)) ++normal;
+    CHECK(normal == 90);
+    CHECK(b.available() == doctest::Approx(10));
+    CHECK(b.refused(traffic_class::normal) == 1);
+    int priority = 0;
+    while (b.try_acquire(1, traffic_class::priority)) ++priority;
+    CHECK(priority == 10);
+    CHECK(b.available() == doctest::Approx(0));
+    CHECK(b.granted(traffic_class::normal) == 90);
+    CHECK(b.granted(traffic_class::priority) == 10);
+
+    // refilled by 5: below the reserve, so normal gets nothing and priority gets all 5
+    c.advance(50ms);
+    CHECK_FALSE(b.try_acquire(1, traffic_class::normal));
+    CHECK(b.try_acquire(5, traffic_class::priority));
+    CHECK_FALSE(b.try_acquire(1, traffic_class::priority));
+
+    // a byte budget: a 1000-byte reply needs 1000 above the reserve
+    reserved_share_bucket bytes(c, 10000, 10000);
+    CHECK(bytes.try_acquire(8500, traffic_class::normal));
+    CHECK_FALSE(bytes.try_acquire(1000, traffic_class::normal)); // would leave 500 < 1000
+    CHECK(bytes.try_acquire(500, traffic_class::normal));        // leaves exactly 1000
+    CHECK(bytes.try_acquire(1000, traffic_class::priority));
+    CHECK_FALSE(bytes.try_acquire(1, traffic_class::priority));
+}
+
+TEST_CASE("reserved share: over a long run the total never exceeds rate x time + burst") {
+    manual_clock c;
+    reserved_share_bucket b(c, 50, 20);
+    double taken = 0;
+    for (int step = 0; step < 1000; ++step) {
+        c.advance(10ms);
+        for (int i = 0; i < 3; ++i) {
+            if (b.try_acquire(1, (step + i) % 3 == 0 ? traffic_class::priority : traffic_class::normal)) taken += 1;
+        }
+    }
+    CHECK(taken <= 50 * 10.0 + 20 + 1e-6);
+    CHECK(taken >= 50 * 10.0 - 1); // and it does not starve either
+}
+
+TEST_CASE("reserved share: percent bounds") {
+    manual_clock c;
+    reserved_share_bucket none(c, 10, 10, 0);
+    CHECK(none.reserve() == 0);
+    int n = 0;
+    while (none.try_acquire(1, traffic_class::normal)) ++n;
+    CHECK(n == 10);
+    reserved_share_bucket all(c, 10, 10, 500);
+    CHECK(all.reserve() == doctest::Approx(10));
+    CHECK_FALSE(all.try_acquire(1, traffic_class::normal));
+    CHECK(all.try_acquire(10, traffic_class::priority));
+}
+
+TEST_CASE("per-source limiter: independent buckets per source") {
+    manual_clock c;
+    per_source_limiter lim(c, per_source_options{.rate_per_second = 40, .burst = 40, .capacity = 16, .hash_seed = 7});
+    for (int i = 0; i < 40; ++i) REQUIRE(lim.try_acquire(ip("1.2.3.4")));
+    CHECK_FALSE(lim.try_acquire(ip("1.2.3.4")));
+    CHECK_FALSE(lim.try_acquire(ip("::ffff:1.2.3.4"))); // the mapped form is the same source
+    CHECK(lim.try_acquire(ip("1.2.3.5")));
+    CHECK(lim.try_acquire(ip("2001:4860::1")));
+    CHECK(lim.refused() == 2);
+    c.advance(25ms); // one token back
+    CHECK(lim.try_acquire(ip("1.2.3.4")));
+    CHECK_FALSE(lim.try_acquire(ip("1.2.3.4")));
+    CHECK(lim.size() == 3);
+}
+
+TEST_CASE("per-source limiter: bounded table, LRU eviction, lossy evictions counted") {
+    manual_clock c;
+    per_source_limiter lim(c, per_source_options{.rate_per_second = 10, .burst = 10, .capacity = 4, .hash_seed = 1});
+    const auto src = [](std::uint32_t i) { return ip_address::v4(0x01000000u + i); };
+    for (std::uint32_t i = 0; i < 4; ++i) REQUIRE(lim.try_acquire(src(i), 10)); // all drained
+    CHECK(lim.size() == 4);
+    CHECK(lim.evictions() == 0);
+    CHECK_FALSE(lim.try_acquire(src(0))); // touch 0: now most recent
+
+    // a fifth source evicts the least recently used: source 1 (not 0)
+    CHECK(lim.try_acquire(src(4)));
+    CHECK(lim.size() == 4);
+    CHECK(lim.evictions() == 1);
+    CHECK(lim.lossy_evictions() == 1); // source 1 was drained
+    CHECK_FALSE(lim.try_acquire(src(0))); // 0 kept its (empty) bucket
+    CHECK(lim.try_acquire(src(1)));       // 1 came back with a fresh bucket (evicts 2)
+    CHECK(lim.evictions() == 2);
+
+    // after burst/rate seconds every bucket is full again: evicting those loses nothing;
+    // the new sources (one token spent each) are then evicted by the later ones, lossily
+    c.advance(2s);
+    for (std::uint32_t i = 10; i < 14; ++i) CHECK(lim.try_acquire(src(i)));
+    CHECK(lim.evictions() == 6);
+    CHECK(lim.lossy_evictions() == 2);
+    for (std::uint32_t i = 14; i < 20; ++i) CHECK(lim.try_acquire(src(i)));
+    CHECK(lim.evictions() == 12);
+    CHECK(lim.lossy_evictions() == 8);
+    CHECK(lim.size() == 4);
+}
+
+TEST_CASE("per-source limiter: churn through many sources keeps the index consistent") {
+    manual_clock c;
+    per_source_limiter lim(c, per_source_options{.rate_per_second = 1, .burst = 2, .capacity = 64, .hash_seed = 3});
+    for (std::uint32_t round = 0; round < 50; ++round) {
+        for (std::uint32_t i = 0; i < 100; ++i) {
+            const auto a = ip_address::v4(0x05000000u + (i * 7919u + round * 31u) % 300u);
+            lim.try_acquire(a);
+        }
+        c.advance(100ms);
+    }
+    CHECK(lim.size() == 64);
+    // the last 64 distinct sources touched must all be present (no duplicates, no loss):
+    // touching them again must not evict anything
+    const auto before = lim.evictions();
+    const std::uint32_t round = 49;
+    std::uint32_t distinct_tail[64];
+    std::size_t n = 0;
+    for (std::uint32_t i = 100; i-- > 0 && n < 64;) {
+        const std::uint32_t v = (i * 7919u + round * 31u) % 300u;
+        bool seen = false;
+        for (std::size_t k = 0; k < n; ++k) seen = seen || distinct_tail[k] == v;
+        if (!seen) distinct_tail[n++] = v;
+    }
+    REQUIRE(n == 64);
+    for (std::size_t k = 0; k < n; ++k) lim.try_acquire(ip_address::v4(0x05000000u + distinct_tail[k]));
+    CHECK(lim.evictions() == before);
+    CHECK(lim.memory_bytes() > 64 * sizeof(double));
+}
+
+} // TEST_SUITE
