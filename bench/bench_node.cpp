@@ -1,0 +1,81 @@
+// The node under the KRPC responder benchmark: our DHT engine on one UDP port with every
+// response budget raised out of the way and no bootstrap. It runs for --seconds (or until
+// it has answered --queries), then prints one JSON line: replies sent and the CPU time the
+// whole process used, so replies per CPU-second can be compared with other nodes.
+//   dhtc-bench-node [--port 0] [--seconds 20] [--queries N]
+// The first line printed is {"listening":"127.0.0.1:PORT"} for the load generator.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "engine/dht_engine.hpp"
+
+using namespace dhtc;
+
+namespace {
+struct null_sink final : crawl::crawl_sink {
+    void on_hash(const crawl::hash_event&) override {}
+    void on_observation(const crawl::observation&) override {}
+    double metadata_pressure() const override { return 0; }
+};
+
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    int port = 0;
+    double seconds = 20;
+    std::uint64_t queries = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--port")) port = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--queries")) queries = std::strtoull(argv[i + 1], nullptr, 10);
+    }
+    engine::dht_engine_options o;
+    o.port = static_cast<std::uint16_t>(port);
+    o.bind_v4 = "127.0.0.1";
+    o.crawl.bootstrap.sources.clear();
+    auto& rl = o.crawl.rate_limit;
+    rl.max_response_rate_per_sec = 1e9;
+    rl.max_response_bytes_per_sec = 1e12;
+    rl.max_response_rate_per_source = 1e9;
+    null_sink sink;
+    std::string error;
+    auto e = engine::dht_engine::create(o, sink, error);
+    if (!e) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        return 1;
+    }
+    std::printf("{\"listening\":\"%s\"}\n", e->local_endpoints()[0].to_string().c_str());
+    std::fflush(stdout);
+    const double cpu0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    e->start();
+    const auto& nc = e->service().node_counters();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(seconds)) {
+        if (queries && nc.replies_sent.load() >= queries) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    e->stop();
+    const double cpu = cpu_seconds() - cpu0;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto replies = nc.replies_sent.load();
+    const auto* udp = e->udp_counters(false);
+    std::printf("{\"bench\":\"krpc_responder_node\",\"replies\":%llu,\"queries\":%llu,\"cpu_seconds\":%.3f,"
+                "\"wall_seconds\":%.3f,\"replies_per_cpu_second\":%.0f,\"rx_packets\":%llu,\"tx_dropped\":%llu}\n",
+                static_cast<unsigned long long>(replies), static_cast<unsigned long long>(nc.rx_queries.load()), cpu,
+                wall, cpu > 0 ? static_cast<double>(replies) / cpu : 0.0,
+                static_cast<unsigned long long>(udp->rx_packets.load()),
+                static_cast<unsigned long long>(udp->tx_dropped.load()));
+    return 0;
+}

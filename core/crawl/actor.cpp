@@ -1,0 +1,442 @@
+#include "crawl/actor.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dht/node_id.hpp"
+#include "krpc/encode.hpp"
+
+namespace dhtc::crawl {
+
+namespace {
+
+void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
+void set(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept { c.store(v, std::memory_order_relaxed); }
+
+// How many bytes of the destination's id our sender id copies when neighbor_sender_id is on:
+// close enough to look like its neighbour, while the tail still carries our own bits.
+constexpr int neighbor_prefix_bits = 120;
+// Work done per turn on the TTL structures, so one turn never stalls on a big purge.
+constexpr std::size_t purge_per_turn = 512;
+// Consecutive pool heads whose subnet is busy before a turn gives up on find_node.
+constexpr std::size_t max_busy_in_a_row = 64;
+
+recent_probes_options probe_options(const crawl_options& o) {
+    recent_probes_options r;
+    r.ttl = std::chrono::seconds(o.pool.recent_probe_ttl_secs);
+    // Enough for every probe within one TTL at the full query rate, within sane bounds.
+    const double want = o.rate_limit.max_find_node_rate_per_sec * o.pool.recent_probe_ttl_secs * 1.1;
+    r.capacity = static_cast<std::size_t>(std::clamp(want, 1024.0, 4'000'000.0));
+    return r;
+}
+
+} // namespace
+
+actor::actor(const crawl_options& o, const clock& c, transport& out, const address_policy& policy,
+             crawl_sink& sink, const id20& own_id, std::uint64_t seed)
+    : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), own_id_(own_id), rng_(seed),
+      replies_(o.scheduler.priority_event_channel_capacity),
+      discoveries_(o.scheduler.discovery_event_channel_capacity),
+      pool_(c, policy, node_pool_options{o.pool.capacity, 100, 25, o.rate_limit.max_replacements_per_minute, seed ^ 1}),
+      recent_(probe_options(o)),
+      subnets_(subnet_counter_options{o.rate_limit.max_in_flight_per_subnet, o.rate_limit.max_in_flight, seed ^ 2}),
+      ring_(responsive_ring_options{o.pool.responsive_capacity, std::chrono::seconds(o.pool.responsive_ttl_secs),
+                                    o.scheduler.routing_snapshot_size, seed ^ 3}),
+      transactions_(o.rate_limit.max_in_flight, seed ^ 4), lookups_(o.bep51),
+      query_rate_(c, o.rate_limit.max_find_node_rate_per_sec, o.rate_limit.burst),
+      new_destinations_(token_bucket::per_minute(c, o.rate_limit.max_new_destinations_per_minute)),
+      sample_rate_(c, o.bep51.max_sample_rate_per_sec, std::max(1.0, o.bep51.max_sample_rate_per_sec)),
+      lookup_rate_(c, o.bep51.max_lookup_rate_per_sec, std::max(1.0, o.bep51.max_lookup_rate_per_sec)) {
+    reply_batch_.reserve(o.scheduler.event_batch_limit);
+    discovery_batch_.reserve(o.scheduler.event_batch_limit);
+    bootstrap_.resize(o.bootstrap.sources.size());
+    packet_.reserve(1500);
+    sample_scheduled_.reserve(o.pool.responsive_capacity);
+    const auto now = c.now();
+    next_bootstrap_round_ = now;
+    next_publish_ = now;
+    set(stats_.pool_capacity, pool_.capacity());
+}
+
+void actor::set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> endpoints) {
+    if (index >= bootstrap_.size()) bootstrap_.resize(index + 1);
+    bootstrap_[index].endpoints = std::move(endpoints);
+    bootstrap_[index].cursor = 0;
+}
+
+void actor::turn() {
+    const auto now = clock_.now();
+
+    reply_batch_.clear();
+    replies_.pop_batch(reply_batch_, options_.scheduler.event_batch_limit);
+    for (const auto& r : reply_batch_) handle_reply(r, now);
+
+    discovery_batch_.clear();
+    discoveries_.pop_batch(discovery_batch_, options_.scheduler.event_batch_limit);
+    for (const auto& n : discovery_batch_) admit(n, now);
+
+    transactions_.expire(now, std::chrono::seconds(options_.rate_limit.request_timeout_secs),
+                         [&](const pending_query& q) {
+                             bump(stats_.timeouts);
+                             subnets_.release(q.to);
+                             handle_failure(q, now);
+                         });
+    recent_.purge(now, purge_per_turn);
+    ring_.purge(now, purge_per_turn);
+
+    maybe_publish(now);
+    maybe_bootstrap(now);
+    send_queries(now);
+    publish_stats();
+}
+
+// ---- replies ------------------------------------------------------------------------------
+
+void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
+    if (!bencode::decode(std::string_view(r.bytes), doc_, krpc::packet_limits)) return; // the node checked it
+    msg_ = krpc::message{};
+    const auto parsed = krpc::parse(doc_.root(), msg_);
+    const auto q = transactions_.close(msg_.transaction, r.from);
+    if (!q) {
+        bump(stats_.reply_unmatched);
+        return;
+    }
+    subnets_.release(q->to);
+    if (!parsed) {
+        bump(stats_.reply_malformed);
+        handle_failure(*q, now);
+        return;
+    }
+    if (msg_.type == krpc::message_type::error) {
+        bump(stats_.reply_errors);
+        // A node that answers with an error is alive: for bootstrap that is a success.
+        if (q->kind == query_kind::bootstrap && q->context < bootstrap_.size()) {
+            auto& src = bootstrap_[q->context];
+            src.answered = true;
+            if (src.awaiting) --src.awaiting;
+        } else {
+            handle_failure(*q, now);
+        }
+        return;
+    }
+    if (msg_.id == own_id_) {
+        bump(stats_.reply_own_id);
+        handle_failure(*q, now);
+        return;
+    }
+    bump(stats_.replies);
+    const krpc::node_entry responder{msg_.id, r.from};
+    ring_.insert(msg_.id, r.from, now, msg_.read_only);
+
+    const auto& resp = msg_.response;
+    if (resp.has_nodes)
+        for (const auto& e : resp.nodes) admit(e, now);
+    if (resp.has_nodes6)
+        for (const auto& e : resp.nodes6) admit(e, now);
+
+    switch (q->kind) {
+    case query_kind::bootstrap:
+        if (q->context < bootstrap_.size()) {
+            auto& src = bootstrap_[q->context];
+            src.answered = true;
+            src.failures = 0;
+            if (src.awaiting) --src.awaiting;
+        }
+        [[fallthrough]];
+    case query_kind::find_node:
+        if (options_.bep51.enabled && !msg_.read_only) schedule_sample(responder, now);
+        break;
+    case query_kind::sample:
+        // Only a reply with `samples` proves BEP-51 support; nodes that answered like
+        // find_node are not asked again.
+        if (resp.has_samples) {
+            bump(stats_.samples_received, resp.sample_count());
+            for (std::size_t i = 0; i < resp.sample_count(); ++i) {
+                const id20 h = resp.sample(i);
+                sink_.on_observation(observation{h, r.from, hash_source::bep51_sample, now});
+                lookups_.want(h);
+            }
+            const std::int64_t interval = resp.has_interval ? resp.interval : 0;
+            const auto wait = std::chrono::seconds(
+                std::max<std::int64_t>(interval, options_.bep51.min_interval_secs));
+            schedule_sample(responder, now + wait);
+        }
+        break;
+    case query_kind::get_peers: {
+        std::size_t peers = 0;
+        if (resp.has_values) {
+            for (const endpoint& peer : resp.values) {
+                if (!policy_.admissible(peer)) continue;
+                sink_.on_hash(hash_event{q->target, peer, r.from, hash_source::sample, now});
+                ++peers;
+            }
+            bump(stats_.lookup_peers, peers);
+        }
+        // A lookup's nodes of the other family are of no use to it; the pool got them above.
+        const auto& toward = r.from.address.is_v6() ? resp.nodes6 : resp.nodes;
+        lookups_.on_reply(q->context, r.from, toward, peers);
+        break;
+    }
+    }
+}
+
+void actor::handle_failure(const pending_query& q, time_point now) {
+    (void)now;
+    switch (q.kind) {
+    case query_kind::bootstrap:
+        if (q.context < bootstrap_.size()) {
+            auto& src = bootstrap_[q.context];
+            if (src.awaiting) --src.awaiting;
+            if (src.awaiting == 0 && !src.answered) {
+                // Nobody from this source answered the whole round: back off exponentially.
+                ++src.failures;
+                const unsigned shift = std::min(src.failures - 1, 16u);
+                const auto backoff = std::min<std::uint64_t>(
+                    std::uint64_t{options_.bootstrap.source_backoff_base_secs} << shift,
+                    options_.bootstrap.source_backoff_max_secs);
+                src.next_try = clock_.now() + std::chrono::seconds(backoff);
+            }
+        }
+        break;
+    case query_kind::get_peers:
+        lookups_.on_failure(q.context, q.to);
+        break;
+    case query_kind::find_node:
+    case query_kind::sample:
+        break;
+    }
+}
+
+void actor::admit(const krpc::node_entry& e, time_point now) {
+    // protocol.md d.15: an all-zero id is nobody's; our own id is us or an impostor.
+    if (e.id.is_zero() || e.id == own_id_) {
+        bump(stats_.skipped_zero_id);
+        return;
+    }
+    if (recent_.contains(e.ep, now) || ring_.contains(e.ep, now)) {
+        bump(stats_.skipped_recent);
+        return;
+    }
+    switch (pool_.push(e)) {
+    case push_result::accepted: bump(stats_.pool_accepted); break;
+    case push_result::replaced_oldest: bump(stats_.pool_replaced); break;
+    case push_result::duplicate: bump(stats_.pool_duplicate); break;
+    case push_result::bogon: bump(stats_.pool_bogon); break;
+    case push_result::family_full: bump(stats_.pool_family_full); break;
+    case push_result::over_budget: bump(stats_.pool_over_budget); break;
+    }
+}
+
+void actor::schedule_sample(const krpc::node_entry& n, time_point due) {
+    if (sample_scheduled_.contains(n.ep)) return;
+    if (samples_due_.size() >= options_.pool.responsive_capacity) {
+        bump(stats_.sample_schedule_dropped);
+        return;
+    }
+    sample_scheduled_.insert(n.ep);
+    samples_due_.push({due, n});
+}
+
+// ---- periodic work ------------------------------------------------------------------------
+
+void actor::maybe_publish(time_point now) {
+    if (now < next_publish_) return;
+    next_publish_ = now + std::chrono::milliseconds(options_.scheduler.snapshot_refresh_millis);
+    ring_.publish(now);
+    snapshot_nodes_.snap = ring_.snapshot();
+    bucket_counts_.fill(0);
+    if (snapshot_nodes_.snap) {
+        for (auto f : {krpc::ip_family::v4, krpc::ip_family::v6})
+            for (const auto& e : snapshot_nodes_.snap->entries(f)) ++bucket_counts_[e.id.bytes[0]];
+    }
+}
+
+void actor::maybe_bootstrap(time_point now) {
+    if (!bootstrap_round_open_) {
+        if (now < next_bootstrap_round_ || pool_.size() >= options_.pool.low_watermark) return;
+        bootstrap_round_open_ = true;
+        ++bootstrap_round_;
+        bump(stats_.bootstrap_rounds);
+    }
+    // A round may span several turns: bootstrap queries draw on the query budget like
+    // any other, so a drained bucket postpones the remaining sources to the next turn.
+    for (std::size_t i = 0; i < bootstrap_.size(); ++i) {
+        auto& src = bootstrap_[i];
+        if (src.round == bootstrap_round_) continue;
+        if (src.endpoints.empty() || now < src.next_try || src.awaiting > 0) {
+            src.round = bootstrap_round_; // nothing to do for this one in this round
+            continue;
+        }
+        // Bootstrap runs before crawl queries in a turn, so it gets the tokens that accrued
+        // since the last turn; a source takes what is there (at least one query) rather
+        // than waiting for its full share, which a saturated crawl would never leave.
+        const auto tokens = static_cast<std::size_t>(query_rate_.available());
+        if (tokens == 0) return;
+        const std::size_t n = std::min({options_.bootstrap.max_nodes_per_round, src.endpoints.size(), tokens});
+        src.round = bootstrap_round_;
+        src.answered = false;
+        for (std::size_t k = 0; k < n; ++k) {
+            const endpoint to = src.endpoints[src.cursor++ % src.endpoints.size()];
+            if (send_query(query_kind::bootstrap, {id20{}, to}, own_id_, static_cast<std::uint32_t>(i), now) ==
+                send_result::sent)
+                ++src.awaiting;
+        }
+        // Nothing could be sent (policy, in-flight caps): tried again next round, no backoff.
+    }
+    bootstrap_round_open_ = false;
+    next_bootstrap_round_ = now + std::chrono::seconds(std::max(options_.bootstrap.interval_secs, 1u));
+}
+
+void actor::send_queries(time_point now) {
+    double depth = sink_.metadata_pressure();
+    depth = depth >= 0.0 ? std::min(depth, 1.0) : 0.0; // also maps NaN to 0
+    const double pressure = pressure_factor(static_cast<std::size_t>(std::lround(depth * 10000.0)), 10000,
+                                            options_.rate_limit.metadata_pressure_floor_percent);
+    query_rate_.set_rate(options_.rate_limit.max_find_node_rate_per_sec * pressure);
+    set(stats_.query_rate_millis, static_cast<std::uint64_t>(query_rate_.rate() * 1000.0));
+
+    std::array<krpc::node_entry, lookups::width> seeds;
+    std::size_t busy_in_a_row = 0;
+    for (std::size_t step = 0; step < options_.scheduler.node_batch_limit; ++step) {
+        if (query_rate_.available() < 1.0) {
+            bump(stats_.rate_limited_turns);
+            return;
+        }
+        if (transactions_.in_flight() >= transactions_.capacity()) {
+            bump(stats_.refused_in_flight);
+            return;
+        }
+        // 1. get_peers for sampled hashes: lookups start at their own rate, seeded with the
+        //    responsive nodes closest to the hash, then take precedence over new crawling.
+        if (lookups_.has_queued() && lookups_.has_free_slot() && snapshot_nodes_.snap &&
+            lookup_rate_.available() >= 1.0) {
+            const id20 target = lookups_.front();
+            std::size_t n = snapshot_nodes_.closest(target, krpc::ip_family::v4, std::span(seeds).first(8));
+            n += snapshot_nodes_.closest(target, krpc::ip_family::v6, std::span(seeds).subspan(n, 8));
+            if (n > 0 && lookups_.start(std::span(seeds.data(), n))) {
+                lookup_rate_.try_acquire();
+                bump(stats_.lookups_started);
+            }
+        }
+        if (auto q = lookups_.next()) {
+            if (send_query(query_kind::get_peers, q->to, q->target, q->slot, now) != send_result::sent)
+                lookups_.on_failure(q->slot, q->to.ep);
+            continue;
+        }
+        // 2. BEP-51 samples from responsive nodes whose interval has passed.
+        if (!samples_due_.empty() && samples_due_.top().due <= now && sample_rate_.available() >= 1.0) {
+            const auto s = samples_due_.top();
+            samples_due_.pop();
+            sample_scheduled_.erase(s.node.ep);
+            if (ring_.contains(s.node.ep, now)) {
+                sample_rate_.try_acquire();
+                if (send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now) != send_result::sent)
+                    schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs));
+            }
+            continue;
+        }
+        // 3. find_node to the oldest candidate in the pool.
+        if (pool_.empty()) return;
+        if (new_destinations_.available() < 1.0) {
+            bump(stats_.refused_new_destination);
+            return;
+        }
+        const auto node = pool_.pop();
+        if (!node) return;
+        if (recent_.contains(node->ep, now)) {
+            bump(stats_.skipped_recent);
+            continue;
+        }
+        if (subnets_.in_flight(node->ep.address) >= subnets_.per_subnet_max()) {
+            // Its subnet is busy: back of the line. A pool full of one subnet (a flood from
+            // one network) must not make every turn spin through the whole batch.
+            bump(stats_.refused_subnet);
+            pool_.push(*node);
+            if (++busy_in_a_row == max_busy_in_a_row) return;
+            continue;
+        }
+        busy_in_a_row = 0;
+        const auto result = send_query(query_kind::find_node, *node, crawl_target(), 0, now);
+        if (result == send_result::sent) {
+            new_destinations_.try_acquire();
+        } else if (result == send_result::refused) {
+            pool_.push(*node);
+        }
+    }
+}
+
+actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to, const id20& target,
+                                     std::uint32_t context, time_point now) {
+    if (!policy_.admissible(to.ep)) {
+        bump(stats_.refused_policy);
+        return send_result::refused;
+    }
+    switch (subnets_.try_acquire(to.ep)) {
+    case subnet_acquire::ok: break;
+    case subnet_acquire::subnet_full: bump(stats_.refused_subnet); return send_result::refused;
+    case subnet_acquire::total_full: bump(stats_.refused_in_flight); return send_result::no_rate;
+    }
+    // A get_peers reply must name the hash looked up, not the node asked (handle_reply).
+    const auto t = transactions_.open(
+        pending_query{to.ep, to.id, target, now, kind, context});
+    if (!t) {
+        subnets_.release(to.ep);
+        bump(stats_.refused_in_flight);
+        return send_result::no_rate;
+    }
+    const krpc::query_header h{std::string_view(t->data(), t->size()), sender_id_for(to.id), {}};
+    packet_.clear();
+    bool encoded = false;
+    switch (kind) {
+    case query_kind::bootstrap:
+    case query_kind::find_node:
+        encoded = krpc::encode_find_node(packet_, h, target);
+        bump(kind == query_kind::bootstrap ? stats_.queries_bootstrap : stats_.queries_find_node);
+        break;
+    case query_kind::sample:
+        encoded = krpc::encode_sample_infohashes(packet_, h, target);
+        bump(stats_.queries_sample);
+        break;
+    case query_kind::get_peers:
+        encoded = krpc::encode_get_peers(packet_, h, target);
+        bump(stats_.queries_get_peers);
+        break;
+    }
+    query_rate_.try_acquire();
+    if (kind == query_kind::find_node || kind == query_kind::bootstrap) recent_.insert(to.ep, now);
+    // A datagram the transport refused stays an open transaction and times out like a lost
+    // one: one failure path instead of two, and the budget was spent anyway.
+    if (!encoded || !out_.send(to.ep, packet_)) bump(stats_.send_failed);
+    return send_result::sent;
+}
+
+id20 actor::crawl_target() {
+    const auto roll = static_cast<unsigned>(rng_() % 100);
+    id20 target = dht::random_id(rng_);
+    if (roll >= options_.target.random_walk_percent) {
+        // Sparse bucket: aim where our responsive set knows the fewest nodes.
+        const auto fewest = *std::min_element(bucket_counts_.begin(), bucket_counts_.end());
+        std::array<std::uint8_t, 256> candidates;
+        std::size_t n = 0;
+        for (std::size_t b = 0; b < 256; ++b)
+            if (bucket_counts_[b] == fewest) candidates[n++] = static_cast<std::uint8_t>(b);
+        target.bytes[0] = candidates[rng_() % n];
+    }
+    return target;
+}
+
+id20 actor::sender_id_for(const id20& node_id) const {
+    if (!options_.target.neighbor_sender_id || node_id.is_zero()) return own_id_;
+    return dht::id_near(node_id, own_id_, neighbor_prefix_bits);
+}
+
+void actor::publish_stats() {
+    set(stats_.pool_size, pool_.size());
+    set(stats_.responsive_size, ring_.size());
+    set(stats_.in_flight, transactions_.in_flight());
+    set(stats_.lookups_dropped, lookups_.dropped());
+    set(stats_.discoveries_dropped, discoveries_.dropped());
+    set(stats_.replies_dropped, replies_.dropped());
+}
+
+} // namespace dhtc::crawl

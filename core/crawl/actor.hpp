@@ -1,0 +1,175 @@
+// The crawl actor: the single owner of all crawl state (node pool, recent probes, queries
+// in flight, per-subnet counts, the responsive ring, BEP-51 schedule, lookups, bootstrap).
+// It runs in turns on the network thread; the receive path reaches it only through the
+// two bounded queues below, so nothing here is locked.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <queue>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "crawl/events.hpp"
+#include "crawl/lookups.hpp"
+#include "crawl/node_pool.hpp"
+#include "crawl/options.hpp"
+#include "crawl/rate_limiter.hpp"
+#include "crawl/recent_probes.hpp"
+#include "crawl/responsive_ring.hpp"
+#include "crawl/subnet_counter.hpp"
+#include "crawl/transactions.hpp"
+#include "dht/node.hpp"
+#include "dht/responder.hpp"
+#include "net/address_policy.hpp"
+#include "net/clock.hpp"
+#include "net/transport.hpp"
+#include "util/bounded_queue.hpp"
+
+namespace dhtc::crawl {
+
+/// Counters of the crawl side, published by the actor each turn; relaxed atomics readable
+/// from any thread (a monitoring view, not a transaction across fields).
+struct crawl_stats {
+    std::atomic<std::uint64_t> pool_size{0};
+    std::atomic<std::uint64_t> pool_capacity{0};
+    std::atomic<std::uint64_t> responsive_size{0};
+    std::atomic<std::uint64_t> in_flight{0};
+    std::atomic<std::uint64_t> queries_find_node{0};
+    std::atomic<std::uint64_t> queries_bootstrap{0};
+    std::atomic<std::uint64_t> queries_sample{0};
+    std::atomic<std::uint64_t> queries_get_peers{0};
+    std::atomic<std::uint64_t> replies{0};
+    std::atomic<std::uint64_t> reply_errors{0};      ///< KRPC error replies
+    std::atomic<std::uint64_t> reply_malformed{0};   ///< replies to our queries that did not parse
+    std::atomic<std::uint64_t> reply_unmatched{0};   ///< unknown/stale `t` or wrong source (dropped)
+    std::atomic<std::uint64_t> reply_own_id{0};      ///< replies claiming our id (dropped)
+    std::atomic<std::uint64_t> timeouts{0};
+    std::atomic<std::uint64_t> send_failed{0};       ///< the transport refused a query datagram
+    std::atomic<std::uint64_t> rate_limited_turns{0}; ///< actor turns that ended on an empty query budget
+    std::atomic<std::uint64_t> refused_new_destination{0};
+    std::atomic<std::uint64_t> refused_subnet{0};
+    std::atomic<std::uint64_t> refused_in_flight{0};
+    std::atomic<std::uint64_t> refused_policy{0};    ///< destinations refused by the address policy
+    std::atomic<std::uint64_t> skipped_recent{0};    ///< nodes not queued again: probed recently
+    std::atomic<std::uint64_t> skipped_zero_id{0};
+    std::atomic<std::uint64_t> pool_accepted{0};
+    std::atomic<std::uint64_t> pool_replaced{0};
+    std::atomic<std::uint64_t> pool_duplicate{0};
+    std::atomic<std::uint64_t> pool_bogon{0};
+    std::atomic<std::uint64_t> pool_over_budget{0};
+    std::atomic<std::uint64_t> pool_family_full{0};
+    std::atomic<std::uint64_t> samples_received{0};  ///< hashes in sample_infohashes replies
+    std::atomic<std::uint64_t> sample_schedule_dropped{0};
+    std::atomic<std::uint64_t> lookups_started{0};
+    std::atomic<std::uint64_t> lookups_dropped{0};
+    std::atomic<std::uint64_t> lookup_peers{0};      ///< peers found for sampled hashes
+    std::atomic<std::uint64_t> bootstrap_rounds{0};
+    std::atomic<std::uint64_t> discoveries_dropped{0};
+    std::atomic<std::uint64_t> replies_dropped{0};
+    std::atomic<std::uint64_t> query_rate_millis{0}; ///< current query rate x 1000 (pressure feedback)
+};
+
+class actor {
+public:
+    actor(const crawl_options& o, const clock& c, transport& out, const address_policy& policy, crawl_sink& sink,
+          const id20& own_id, std::uint64_t seed);
+
+    /// Fed by the node: replies to our queries.
+    bounded_queue<dht::inbound_reply>& replies() noexcept { return replies_; }
+    /// Fed by the responder: nodes that queried us (crawl candidates).
+    bounded_queue<krpc::node_entry>& discoveries() noexcept { return discoveries_; }
+
+    /// Resolved endpoints of bootstrap source `index` (the engine resolves names).
+    void set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> endpoints);
+
+    /// One turn: handle queued events, expire queries, bootstrap when due, publish the
+    /// routing snapshot when due, and send the queries the budgets allow.
+    void turn();
+
+    /// Close nodes for answers, from the latest published snapshot. Same thread only.
+    const dht::close_nodes_source& close_nodes() const noexcept { return snapshot_nodes_; }
+    const crawl_stats& stats() const noexcept { return stats_; }
+    const id20& own_id() const noexcept { return own_id_; }
+
+private:
+    struct snapshot_nodes final : dht::close_nodes_source {
+        std::shared_ptr<const routing_snapshot> snap;
+        std::size_t closest(const id20& target, krpc::ip_family f, std::span<krpc::node_entry> out) const override {
+            return snap ? snap->closest(target, out, f) : 0;
+        }
+    };
+    struct bootstrap_source {
+        std::vector<endpoint> endpoints;
+        std::size_t cursor = 0;
+        time_point next_try{};
+        unsigned failures = 0;
+        std::size_t awaiting = 0;  ///< queries of the current round still in flight
+        bool answered = false;     ///< some query of the current round was answered
+        std::uint64_t round = 0;   ///< the last bootstrap round that served (or skipped) it
+    };
+    struct scheduled_sample {
+        time_point due;
+        krpc::node_entry node;
+        bool operator>(const scheduled_sample& o) const noexcept { return due > o.due; }
+    };
+    enum class send_result : std::uint8_t { sent, no_rate, refused };
+
+    void handle_reply(const dht::inbound_reply& r, time_point now);
+    void handle_failure(const pending_query& q, time_point now);
+    void admit(const krpc::node_entry& e, time_point now);
+    void schedule_sample(const krpc::node_entry& n, time_point due);
+    void maybe_bootstrap(time_point now);
+    void maybe_publish(time_point now);
+    void send_queries(time_point now);
+    send_result send_query(query_kind kind, const krpc::node_entry& to, const id20& target, std::uint32_t context,
+                           time_point now);
+    id20 crawl_target();
+    id20 sender_id_for(const id20& node_id) const;
+    void publish_stats();
+
+    crawl_options options_;
+    const clock& clock_;
+    transport& out_;
+    const address_policy& policy_;
+    crawl_sink& sink_;
+    id20 own_id_;
+    std::mt19937_64 rng_;
+
+    bounded_queue<dht::inbound_reply> replies_;
+    bounded_queue<krpc::node_entry> discoveries_;
+    std::vector<dht::inbound_reply> reply_batch_;
+    std::vector<krpc::node_entry> discovery_batch_;
+
+    node_pool pool_;
+    recent_probes recent_;
+    subnet_counter subnets_;
+    responsive_ring ring_;
+    transaction_table transactions_;
+    lookups lookups_;
+    token_bucket query_rate_;
+    token_bucket new_destinations_;
+    token_bucket sample_rate_;
+    token_bucket lookup_rate_;
+
+    std::priority_queue<scheduled_sample, std::vector<scheduled_sample>, std::greater<>> samples_due_;
+    std::unordered_set<endpoint, endpoint_hash> sample_scheduled_;
+
+    std::vector<bootstrap_source> bootstrap_;
+    time_point next_bootstrap_round_{};
+    std::uint64_t bootstrap_round_ = 0;
+    bool bootstrap_round_open_ = false;
+    time_point next_publish_{};
+    std::array<std::uint32_t, 256> bucket_counts_{}; // responsive nodes per top id byte
+    snapshot_nodes snapshot_nodes_;
+
+    bencode::document doc_;
+    krpc::message msg_;
+    std::string packet_;
+    crawl_stats stats_;
+};
+
+} // namespace dhtc::crawl

@@ -1,0 +1,137 @@
+#include "crawl/lookups.hpp"
+
+#include <algorithm>
+
+#include "dht/node_id.hpp"
+
+namespace dhtc::crawl {
+
+namespace {
+// Hashes remembered as recently looked up, so repeats within this many are skipped.
+constexpr std::size_t recent_capacity = 65536;
+} // namespace
+
+lookups::lookups(const bep51_options& o) : options_(o), slots_(std::max<std::size_t>(o.max_concurrent_lookups, 1)) {
+    recent_.reserve(recent_capacity);
+}
+
+bool lookups::has_free_slot() const noexcept { return active_ < slots_.size(); }
+
+void lookups::remember(const id20& h) {
+    if (recent_order_.size() == recent_capacity) {
+        recent_.erase(recent_order_.front());
+        recent_order_.pop_front();
+    }
+    recent_.insert(h);
+    recent_order_.push_back(h);
+}
+
+bool lookups::want(const id20& info_hash) {
+    if (recent_.contains(info_hash)) {
+        ++duplicates_;
+        return false;
+    }
+    if (queue_.size() >= options_.lookup_queue_capacity) {
+        ++dropped_;
+        return false;
+    }
+    remember(info_hash);
+    queue_.push_back(info_hash);
+    return true;
+}
+
+bool lookups::start(std::span<const krpc::node_entry> seeds) {
+    if (queue_.empty() || !has_free_slot() || seeds.empty()) return false;
+    auto it = std::find_if(slots_.begin(), slots_.end(), [](const lookup& l) { return !l.active; });
+    lookup& l = *it;
+    l = lookup{};
+    l.target = queue_.front();
+    queue_.pop_front();
+    l.active = true;
+    for (const auto& s : seeds) add_candidate(l, s);
+    ++active_;
+    ++started_;
+    return true;
+}
+
+void lookups::add_candidate(lookup& l, const krpc::node_entry& e) {
+    if (find(l, e.ep)) return;
+    // Keep the `width` closest to the target, sorted; a farther node than all of a full
+    // list is not worth a query.
+    candidate fresh{e, state::fresh};
+    if (l.n == width) {
+        if (!dht::closer_to(l.target, e.id, l.c[width - 1].node.id)) return;
+        // Never drop a candidate with a query in flight: its reply must still find it.
+        if (l.c[width - 1].st == state::queried) return;
+        --l.n;
+    }
+    std::size_t pos = l.n;
+    while (pos > 0 && dht::closer_to(l.target, e.id, l.c[pos - 1].node.id)) {
+        l.c[pos] = l.c[pos - 1];
+        --pos;
+    }
+    l.c[pos] = fresh;
+    ++l.n;
+}
+
+lookups::candidate* lookups::find(lookup& l, const endpoint& ep) {
+    for (std::size_t i = 0; i < l.n; ++i)
+        if (l.c[i].node.ep == ep) return &l.c[i];
+    return nullptr;
+}
+
+std::optional<lookups::query> lookups::next() {
+    for (std::size_t k = 0; k < slots_.size(); ++k) {
+        const std::size_t i = (cursor_ + k) % slots_.size();
+        lookup& l = slots_[i];
+        if (!l.active || l.in_flight >= parallelism || l.sent >= options_.queries_per_lookup) continue;
+        if (l.peers >= enough_peers) continue;
+        for (std::size_t j = 0; j < l.n; ++j) {
+            if (l.c[j].st != state::fresh) continue;
+            l.c[j].st = state::queried;
+            ++l.in_flight;
+            ++l.sent;
+            cursor_ = i + 1;
+            return query{static_cast<std::uint32_t>(i), l.target, l.c[j].node};
+        }
+    }
+    return std::nullopt;
+}
+
+void lookups::on_reply(std::uint32_t slot, const endpoint& from, const krpc::compact_nodes& nodes,
+                       std::size_t peers_found) {
+    if (slot >= slots_.size() || !slots_[slot].active) return;
+    lookup& l = slots_[slot];
+    if (candidate* c = find(l, from); c && c->st == state::queried) {
+        c->st = state::answered;
+        --l.in_flight;
+    }
+    l.peers = static_cast<std::uint8_t>(std::min<std::size_t>(l.peers + peers_found, 255));
+    for (const auto& e : nodes) add_candidate(l, e);
+    finish_if_done(l);
+}
+
+void lookups::on_failure(std::uint32_t slot, const endpoint& from) {
+    if (slot >= slots_.size() || !slots_[slot].active) return;
+    lookup& l = slots_[slot];
+    if (candidate* c = find(l, from); c && c->st == state::queried) {
+        c->st = state::failed;
+        --l.in_flight;
+    }
+    finish_if_done(l);
+}
+
+void lookups::finish_if_done(lookup& l) {
+    if (l.in_flight > 0) return;
+    const bool budget_spent = l.sent >= options_.queries_per_lookup;
+    const bool satisfied = l.peers >= enough_peers;
+    const bool exhausted =
+        std::none_of(l.c.begin(), l.c.begin() + l.n, [](const candidate& c) { return c.st == state::fresh; });
+    if (budget_spent || satisfied || exhausted) {
+        l.active = false;
+        --active_;
+        ++completed_;
+    }
+}
+
+} // namespace dhtc::crawl

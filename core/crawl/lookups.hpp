@@ -1,0 +1,92 @@
+// get_peers lookups for hashes learned from BEP-51 samples: a sample names a hash but no
+// peer, so a short iterative lookup towards the hash finds who has it. Lookups are small
+// (a bounded number of queries each), few at a time, and started at a budgeted rate.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "crawl/options.hpp"
+#include "krpc/compact.hpp"
+#include "net/address.hpp"
+#include "util/id20.hpp"
+
+namespace dhtc::crawl {
+
+class lookups {
+public:
+    static constexpr std::size_t width = 16;       ///< candidates kept per lookup (closest first)
+    static constexpr std::size_t parallelism = 3;  ///< queries in flight per lookup
+    static constexpr std::size_t enough_peers = 3; ///< a lookup stops once it found this many
+
+    explicit lookups(const bep51_options& o);
+
+    /// Queues a hash for a lookup; false when it was looked up recently or the queue is full.
+    bool want(const id20& info_hash);
+    /// Starts a queued lookup in a free slot, seeded with `seeds` (the closest nodes we know).
+    /// Returns false when nothing was started (no queued hash or no free slot).
+    bool start(std::span<const krpc::node_entry> seeds);
+    bool has_queued() const noexcept { return !queue_.empty(); }
+    /// The hash start() would look up next; has_queued() must be true.
+    const id20& front() const noexcept { return queue_.front(); }
+    bool has_free_slot() const noexcept;
+
+    struct query {
+        std::uint32_t slot;
+        id20 target;
+        krpc::node_entry to;
+    };
+    /// The next get_peers to send, if any lookup has one; the candidate is marked as queried.
+    std::optional<query> next();
+    /// The candidate at `from` answered: `nodes` may bring closer candidates.
+    void on_reply(std::uint32_t slot, const endpoint& from, const krpc::compact_nodes& nodes, std::size_t peers_found);
+    /// The candidate at `from` timed out, erred or was never sent to.
+    void on_failure(std::uint32_t slot, const endpoint& from);
+
+    std::size_t active() const noexcept { return active_; }
+    std::size_t queued() const noexcept { return queue_.size(); }
+    std::uint64_t started() const noexcept { return started_; }
+    std::uint64_t completed() const noexcept { return completed_; }
+    std::uint64_t dropped() const noexcept { return dropped_; }
+    std::uint64_t duplicates() const noexcept { return duplicates_; }
+
+private:
+    enum class state : std::uint8_t { fresh, queried, answered, failed };
+    struct candidate {
+        krpc::node_entry node;
+        state st = state::fresh;
+    };
+    struct lookup {
+        id20 target;
+        std::array<candidate, width> c{};
+        std::uint8_t n = 0;
+        std::uint8_t in_flight = 0;
+        std::uint8_t sent = 0;
+        std::uint8_t peers = 0;
+        bool active = false;
+    };
+    void add_candidate(lookup& l, const krpc::node_entry& e);
+    candidate* find(lookup& l, const endpoint& ep);
+    void finish_if_done(lookup& l);
+    void remember(const id20& h);
+
+    bep51_options options_;
+    std::vector<lookup> slots_;
+    std::size_t active_ = 0;
+    std::deque<id20> queue_;
+    // Recently looked-up hashes: many nodes sample the same popular hashes.
+    std::unordered_set<id20, id20_hash> recent_;
+    std::deque<id20> recent_order_;
+    std::size_t cursor_ = 0; // round-robin over slots in next()
+    std::uint64_t started_ = 0;
+    std::uint64_t completed_ = 0;
+    std::uint64_t dropped_ = 0;
+    std::uint64_t duplicates_ = 0;
+};
+
+} // namespace dhtc::crawl

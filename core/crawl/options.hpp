@@ -1,0 +1,83 @@
+// Every option of the DHT side: the seed's crawl.* tables with their defaults, plus ours
+// (address policy, BEP-51 sampling). The C ABI's JSON options map onto these structs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dhtc::crawl {
+
+struct rate_limit_options {
+    double max_find_node_rate_per_sec = 200; ///< all our queries together
+    double burst = 40;
+    std::size_t max_in_flight = 512;
+    unsigned request_timeout_secs = 2;
+    double max_new_destinations_per_minute = 10'000;
+    double max_replacements_per_minute = 25'000;
+    double max_response_rate_per_sec = 500;
+    double max_response_bytes_per_sec = 1'048'576;
+    double max_response_rate_per_source = 40;
+    unsigned metadata_pressure_floor_percent = 25;
+    std::size_t max_in_flight_per_subnet = 8;
+};
+
+struct pool_options {
+    std::size_t capacity = 100'000;
+    unsigned recent_probe_ttl_secs = 600;
+    std::size_t responsive_capacity = 16'384;
+    unsigned responsive_ttl_secs = 900;
+    std::size_t low_watermark = 10'000;
+};
+
+struct bootstrap_options {
+    unsigned interval_secs = 300;
+    std::size_t max_nodes_per_round = 3;
+    unsigned source_backoff_base_secs = 300;
+    unsigned source_backoff_max_secs = 3600;
+    /// "host:port" (a name or an address; IPv6 as "[addr]:port").
+    std::vector<std::string> sources = {"router.bittorrent.com:6881", "dht.transmissionbt.com:6881",
+                                        "router.utorrent.com:6881", "dht.aelitis.com:6881"};
+};
+
+struct target_options {
+    unsigned random_walk_percent = 70;
+    unsigned sparse_bucket_percent = 30;
+    bool neighbor_sender_id = true;
+};
+
+struct scheduler_options {
+    std::size_t priority_event_channel_capacity = 8192;   ///< replies to our queries
+    std::size_t discovery_event_channel_capacity = 16384; ///< nodes that queried us
+    std::size_t event_batch_limit = 256;                  ///< events handled per actor turn and channel
+    std::size_t node_batch_limit = 4096;                  ///< pool pops per actor turn at most
+    std::size_t routing_snapshot_size = 4096;
+    unsigned snapshot_refresh_millis = 1000;
+};
+
+/// BEP-51 sampling and the get_peers lookups that find peers for sampled hashes.
+struct bep51_options {
+    bool enabled = true;
+    double max_sample_rate_per_sec = 50;      ///< sample_infohashes queries, drawn from the query budget
+    unsigned min_interval_secs = 60;          ///< floor under a node's advertised interval
+    double max_lookup_rate_per_sec = 10;      ///< get_peers lookups started per second
+    std::size_t max_concurrent_lookups = 16;
+    std::size_t lookup_queue_capacity = 1024; ///< sampled hashes waiting for a lookup
+    std::size_t queries_per_lookup = 12;      ///< get_peers queries one lookup may send
+    std::size_t store_capacity = 4096;        ///< announced hashes kept for our own answers
+    unsigned answer_interval_secs = 300;      ///< `interval` we advertise
+};
+
+struct crawl_options {
+    rate_limit_options rate_limit;
+    pool_options pool;
+    bootstrap_options bootstrap;
+    target_options target;
+    scheduler_options scheduler;
+    bep51_options bep51;
+    /// Admit private and loopback ranges (labs and tests); off for the real DHT.
+    bool allow_private_addresses = false;
+};
+
+} // namespace dhtc::crawl

@@ -1,0 +1,85 @@
+// The receive path of our DHT node: every datagram is decoded and parsed once; queries are
+// answered at once (within the response budgets), and replies to our own queries are handed
+// to the crawl actor over a bounded queue. The node holds no crawl state and never blocks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "bencode/decoder.hpp"
+#include "crawl/options.hpp"
+#include "crawl/rate_limiter.hpp"
+#include "dht/responder.hpp"
+#include "krpc/message.hpp"
+#include "net/transport.hpp"
+#include "util/bounded_queue.hpp"
+
+namespace dhtc::dht {
+
+/// A reply (or error) to one of our queries, copied out of the receive buffer.
+struct inbound_reply {
+    endpoint from;
+    std::string bytes;
+};
+
+/// The reply budgets of the seed's crawl.rate_limit table: packets and bytes per second (10%
+/// kept for ping and get_peers answers) and packets per source per second.
+class response_budget {
+public:
+    response_budget(const clock& c, const crawl::rate_limit_options& o);
+    /// Takes the budget for one reply of `bytes` to `to`; false when any budget refuses.
+    bool allow(const ip_address& to, krpc::method m, std::size_t bytes);
+
+    std::uint64_t refused_source() const noexcept { return per_source_.refused(); }
+    std::uint64_t refused_packets() const noexcept;
+    std::uint64_t refused_bytes() const noexcept;
+
+private:
+    crawl::per_source_limiter per_source_;
+    crawl::reserved_share_bucket packets_;
+    crawl::reserved_share_bucket bytes_;
+};
+
+struct node_counters {
+    std::atomic<std::uint64_t> rx_bad_bencode{0};    ///< not decodable within packet limits
+    std::atomic<std::uint64_t> rx_bad_krpc{0};       ///< decodable but not a valid KRPC message
+    std::atomic<std::uint64_t> rx_queries{0};
+    std::atomic<std::uint64_t> rx_replies{0};        ///< responses and errors
+    std::atomic<std::uint64_t> replies_sent{0};
+    std::atomic<std::uint64_t> replies_over_budget{0};
+    std::atomic<std::uint64_t> replies_send_failed{0};
+    std::atomic<std::uint64_t> foreign_transactions{0}; ///< replies whose `t` we can never have issued
+    std::atomic<std::uint64_t> reply_queue_dropped{0};
+};
+
+class node {
+public:
+    /// `transaction_size`: the length of every `t` we issue; replies with another length
+    /// are dropped here, before they cost the actor anything.
+    node(responder& r, response_budget& budget, transport& out, bounded_queue<inbound_reply>& replies,
+         std::size_t transaction_size);
+
+    /// Handles one received datagram. Runs on the network thread.
+    void handle(const endpoint& from, std::string_view payload);
+
+    const node_counters& counters() const noexcept { return counters_; }
+
+private:
+    void answer(const endpoint& from, krpc::method m);
+
+    responder& responder_;
+    response_budget& budget_;
+    transport& out_;
+    bounded_queue<inbound_reply>& replies_;
+    std::size_t transaction_size_;
+    node_counters counters_;
+
+    // Reused for every packet: decoding, parsing and encoding allocate nothing.
+    bencode::document doc_;
+    krpc::message msg_;
+    std::string reply_;
+};
+
+} // namespace dhtc::dht

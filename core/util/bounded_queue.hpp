@@ -1,0 +1,76 @@
+// A bounded multi-producer, multi-consumer queue. Every hand-off between threads in the
+// engine goes through one: when it is full the new item is refused and counted, so an
+// overloaded consumer never makes memory grow.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace dhtc {
+
+template <class T>
+class bounded_queue {
+public:
+    explicit bounded_queue(std::size_t capacity) : slots_(capacity ? capacity : 1) {}
+
+    /// Appends `item`; false (and a counted drop) when full.
+    bool try_push(T item) {
+        {
+            std::lock_guard lock(mutex_);
+            if (size_ < slots_.size()) {
+                slots_[(head_ + size_) % slots_.size()] = std::move(item);
+                ++size_;
+                depth_.store(size_, std::memory_order_relaxed);
+                pushed_.fetch_add(1, std::memory_order_relaxed);
+                return true;
+            }
+        }
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+
+    /// Removes the oldest item, if any.
+    std::optional<T> try_pop() {
+        std::lock_guard lock(mutex_);
+        if (size_ == 0) return std::nullopt;
+        std::optional<T> out(std::move(slots_[head_]));
+        head_ = (head_ + 1) % slots_.size();
+        --size_;
+        depth_.store(size_, std::memory_order_relaxed);
+        return out;
+    }
+
+    /// Moves up to `max` items into `out` (appended) under one lock; returns how many.
+    std::size_t pop_batch(std::vector<T>& out, std::size_t max) {
+        std::lock_guard lock(mutex_);
+        std::size_t n = 0;
+        while (size_ > 0 && n < max) {
+            out.push_back(std::move(slots_[head_]));
+            head_ = (head_ + 1) % slots_.size();
+            --size_;
+            ++n;
+        }
+        depth_.store(size_, std::memory_order_relaxed);
+        return n;
+    }
+
+    std::size_t capacity() const noexcept { return slots_.size(); }
+    /// Current depth; a relaxed read for monitoring and back-pressure decisions.
+    std::size_t depth() const noexcept { return depth_.load(std::memory_order_relaxed); }
+    std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+    std::uint64_t pushed() const noexcept { return pushed_.load(std::memory_order_relaxed); }
+
+private:
+    std::mutex mutex_;
+    std::vector<T> slots_;
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+    std::atomic<std::size_t> depth_{0};
+    std::atomic<std::uint64_t> dropped_{0};
+    std::atomic<std::uint64_t> pushed_{0};
+};
+
+} // namespace dhtc
