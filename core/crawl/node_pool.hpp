@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "crawl/rate_limiter.hpp"
-#include "crawl/slot_index.hpp"
+#include "util/slot_index.hpp"
 #include "krpc/compact.hpp"
 #include "net/address.hpp"
 #include "net/address_policy.hpp"

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "crawl/slot_index.hpp"
+#include "util/slot_index.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "crawl/slot_index.hpp"
+#include "util/slot_index.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
 

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "crawl/slot_index.hpp"
+#include "util/slot_index.hpp"
 #include "krpc/compact.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"

@@ -11,7 +11,7 @@
 
 #include "crawl/node_pool.hpp"
 #include "crawl/recent_probes.hpp"
-#include "crawl/slot_index.hpp"
+#include "util/slot_index.hpp"
 #include "crawl/subnet_counter.hpp"
 #include "net/clock.hpp"
 

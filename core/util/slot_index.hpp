@@ -21,7 +21,7 @@
 #include "net/address.hpp"
 #include "util/siphash.hpp"
 
-namespace dhtc::crawl::detail {
+namespace dhtc::detail {
 
 /// A seed from std::random_device, or (if the device fails) from the clock and an address.
 inline std::uint64_t random_seed() noexcept {
@@ -173,4 +173,4 @@ private:
     std::size_t size_ = 0;
 };
 
-} // namespace dhtc::crawl::detail
+} // namespace dhtc::detail
