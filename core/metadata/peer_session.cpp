@@ -1,0 +1,482 @@
+#include "metadata/peer_session.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+
+#include <asio/cancellation_state.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "bencode/decoder.hpp"
+
+namespace dhtc::metadata {
+
+std::string_view to_string(session_failure f) noexcept {
+    switch (f) {
+    case session_failure::none: return "none";
+    case session_failure::connect_refused: return "connect_refused";
+    case session_failure::connect_timeout: return "connect_timeout";
+    case session_failure::handshake_failed: return "handshake_failed";
+    case session_failure::no_extension_support: return "no_extension_support";
+    case session_failure::no_metadata_support: return "no_metadata_support";
+    case session_failure::rejected: return "rejected";
+    case session_failure::timeout: return "timeout";
+    case session_failure::size_limit: return "size_limit";
+    case session_failure::protocol_error: return "protocol_error";
+    case session_failure::disconnected: return "disconnected";
+    case session_failure::cancelled: return "cancelled";
+    }
+    return "unknown";
+}
+
+session_failure from_wire(wire::failure_class c) noexcept {
+    switch (c) {
+    case wire::failure_class::none: return session_failure::none;
+    case wire::failure_class::handshake_failed: return session_failure::handshake_failed;
+    case wire::failure_class::no_extension_support: return session_failure::no_extension_support;
+    case wire::failure_class::no_metadata_support: return session_failure::no_metadata_support;
+    case wire::failure_class::rejected: return session_failure::rejected;
+    case wire::failure_class::size_limit: return session_failure::size_limit;
+    case wire::failure_class::protocol_error: return session_failure::protocol_error;
+    }
+    return session_failure::protocol_error;
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using asio::ip::tcp;
+
+// Enough for the handshakes and small messages; the buffer grows once to a metadata
+// piece (~16.5 KiB) and beyond only for a peer that sends a large bitfield.
+constexpr std::size_t initial_read_buffer = 4096;
+
+asio::ip::address to_asio(const ip_address& a) {
+    if (a.is_v6()) {
+        asio::ip::address_v6::bytes_type b;
+        std::memcpy(b.data(), a.raw().data(), 16);
+        return asio::ip::address_v6(b);
+    }
+    return asio::ip::address_v4(a.to_v4_uint());
+}
+
+// The socket and the timers the watchdog touches. The watchdog's handler holds only a
+// weak_ptr: it may already be queued when the session ends and the frame is gone.
+struct connection {
+    explicit connection(const asio::any_io_executor& ex) : socket(ex), watchdog(ex), idle(ex) {}
+    tcp::socket socket;
+    asio::steady_timer watchdog;
+    asio::steady_timer idle;
+    bool expired = false;
+};
+
+// The one receive buffer of a session: bytes [begin_, end_) are unread.
+class read_buffer {
+public:
+    std::string_view pending() const noexcept { return {data_.get() + begin_, end_ - begin_}; }
+
+    void consume(std::size_t n) noexcept {
+        begin_ += n;
+        if (begin_ == end_) begin_ = end_ = 0;
+    }
+
+    // Makes room so that `need` unread bytes fit (and at least one more byte can be read).
+    // Views into pending() are invalid afterwards. False when the allocation failed.
+    bool prepare(std::size_t need) noexcept {
+        const std::size_t have = end_ - begin_;
+        const std::size_t target = std::max(need, have + 1);
+        if (cap_ - begin_ >= target) return true;
+        if (cap_ >= target) {
+            std::memmove(data_.get(), data_.get() + begin_, have);
+        } else {
+            const std::size_t cap = std::max({target, initial_read_buffer, std::min(cap_ * 2, hard_cap_)});
+            std::unique_ptr<char[]> grown(new (std::nothrow) char[cap]);
+            if (!grown) return false;
+            if (have) std::memcpy(grown.get(), data_.get() + begin_, have);
+            data_ = std::move(grown);
+            cap_ = cap;
+        }
+        begin_ = 0;
+        end_ = have;
+        return true;
+    }
+
+    asio::mutable_buffer free_space() noexcept { return {data_.get() + end_, cap_ - end_}; }
+    void commit(std::size_t n) noexcept { end_ += n; }
+    void set_hard_cap(std::size_t cap) noexcept { hard_cap_ = cap; }
+
+private:
+    std::unique_ptr<char[]> data_;
+    std::size_t cap_ = 0;
+    std::size_t begin_ = 0;
+    std::size_t end_ = 0;
+    std::size_t hard_cap_ = 0; // doubling stops here; a single need may still exceed it
+};
+
+// release() must run on every exit, including the frame being destroyed unresumed.
+struct release_guard {
+    piece_source& source;
+    std::uint32_t slot;
+    ~release_guard() { source.release(slot); }
+};
+
+class session {
+public:
+    session(const session_request& req, piece_source& source, std::uint32_t slot, connection& conn,
+            const asio::cancellation_state& cancel)
+        : req_(req), source_(source), slot_(slot), conn_(conn), cancel_(cancel),
+          pipeline_(std::clamp<std::uint32_t>(req.pipeline, 1, max_pipeline)) {
+        rx_.set_hard_cap(req.max_message + 4);
+    }
+
+    asio::awaitable<void> run() {
+        // GCC 12 miscompiles co_await inside an if condition: every await is a statement.
+        bool ok = co_await connect();
+        if (!ok) co_return;
+        ok = co_await exchange_handshakes();
+        if (!ok) co_return;
+        co_await converse();
+    }
+
+    session_result result;
+
+private:
+    void fail(session_failure f, wire::wire_error e = wire::wire_error::none) noexcept {
+        result.failure = f;
+        result.error = e;
+    }
+    void fail_wire(wire::wire_error e) noexcept { fail(from_wire(wire::classify(e)), e); }
+
+    // The socket failed for a reason of the peer's (closed, reset, refused...).
+    void fail_net(const std::error_code& ec) noexcept {
+        result.net_error = ec;
+        if (!result.connected)
+            fail(session_failure::connect_refused);
+        else if (!handshake_done_)
+            fail(session_failure::handshake_failed, wire::wire_error::short_handshake);
+        else
+            fail(session_failure::disconnected);
+    }
+
+    // Checked after every suspension, before the operation's own error: the watchdog and
+    // the owner end an operation by aborting it, and the abort must not pass for the peer's.
+    bool interrupted() noexcept {
+        if (conn_.expired || clock::now() >= req_.deadline) {
+            fail(result.connected ? session_failure::timeout : session_failure::connect_timeout);
+            return true;
+        }
+        if (cancel_.cancelled() != asio::cancellation_type::none) {
+            fail(session_failure::cancelled);
+            return true;
+        }
+        return false;
+    }
+
+    asio::awaitable<bool> connect() {
+        std::error_code ec;
+        tcp::endpoint ep(to_asio(req_.peer.address), req_.peer.port);
+        conn_.socket.open(ep.protocol(), ec);
+        if (!ec && req_.bind_address) conn_.socket.bind(tcp::endpoint(to_asio(*req_.bind_address), 0), ec);
+        if (ec) {
+            fail_net(ec);
+            co_return false;
+        }
+        co_await conn_.socket.async_connect(ep, asio::redirect_error(asio::use_awaitable, ec));
+        if (interrupted()) co_return false;
+        if (ec) {
+            fail_net(ec);
+            co_return false;
+        }
+        result.connected = true;
+        std::error_code ignored;
+        // Requests are tiny and each waits for the previous piece: Nagle would hold them.
+        conn_.socket.set_option(tcp::no_delay(true), ignored);
+        co_return true;
+    }
+
+    asio::awaitable<bool> write_tx() {
+        std::error_code ec;
+        co_await asio::async_write(conn_.socket, asio::buffer(tx_), asio::redirect_error(asio::use_awaitable, ec));
+        if (interrupted()) co_return false;
+        if (ec) {
+            fail_net(ec);
+            co_return false;
+        }
+        co_return true;
+    }
+
+    // Reads whatever the socket has, making room for `need` unread bytes first.
+    asio::awaitable<bool> read_more(std::size_t need) {
+        if (!rx_.prepare(need)) {
+            fail_wire(wire::wire_error::message_too_large);
+            co_return false;
+        }
+        std::error_code ec;
+        const std::size_t n =
+            co_await conn_.socket.async_read_some(rx_.free_space(), asio::redirect_error(asio::use_awaitable, ec));
+        rx_.commit(n);
+        result.bytes_received += n;
+        if (interrupted()) co_return false;
+        if (ec) {
+            fail_net(ec);
+            co_return false;
+        }
+        co_return true;
+    }
+
+    asio::awaitable<bool> exchange_handshakes() {
+        // Our extension handshake goes out with the handshake: it saves a round trip, and a
+        // peer without BEP-10 is dropped anyway.
+        tx_.clear();
+        if (!wire::build_handshake(tx_, req_.info_hash, req_.peer_id) ||
+            !wire::build_ext_handshake(tx_, wire::ext_handshake_options{our_ut_metadata_id, {}, 0})) {
+            fail_wire(wire::wire_error::message_too_large); // only an allocation failure gets here
+            co_return false;
+        }
+        const bool sent = co_await write_tx();
+        if (!sent) co_return false;
+        for (;;) {
+            wire::handshake h;
+            wire::wire_error e = wire::parse_handshake(rx_.pending(), h);
+            if (e == wire::wire_error::none) {
+                rx_.consume(wire::handshake_size);
+                // A hybrid may set the v2 bit in its reply; only the key matters.
+                e = wire::check_handshake(h, req_.info_hash, req_.peer_id);
+                if (e != wire::wire_error::none) {
+                    fail_wire(e);
+                    co_return false;
+                }
+                handshake_done_ = true;
+                co_return true;
+            }
+            if (e != wire::wire_error::short_handshake) {
+                fail_wire(e);
+                co_return false;
+            }
+            const bool more = co_await read_more(wire::handshake_size);
+            if (!more) co_return false;
+        }
+    }
+
+    // The next non-keep-alive message. Its views stay valid until the next read.
+    asio::awaitable<bool> next_message(wire::message_view& m) {
+        for (;;) {
+            const std::string_view p = rx_.pending();
+            const wire::frame_status st = wire::next_message(p, req_.max_message, m);
+            // ut_metadata messages are small whatever the general cap: refuse a large one as
+            // soon as its header shows, before buffering toward it.
+            if (p.size() >= 6 && static_cast<std::uint8_t>(p[4]) == wire::msg_extended &&
+                static_cast<std::uint8_t>(p[5]) == our_ut_metadata_id && m.length > max_ut_metadata_message) {
+                fail_wire(wire::wire_error::message_too_large);
+                co_return false;
+            }
+            switch (st) {
+            case wire::frame_status::message: rx_.consume(m.consumed); co_return true;
+            case wire::frame_status::keep_alive: rx_.consume(m.consumed); continue;
+            case wire::frame_status::too_large: fail_wire(wire::wire_error::message_too_large); co_return false;
+            case wire::frame_status::need_more: break;
+            }
+            const std::size_t need = p.size() < 4 ? std::size_t{4} : std::size_t{4} + m.length;
+            const bool more = co_await read_more(need);
+            if (!more) co_return false;
+        }
+    }
+
+    asio::awaitable<bool> idle_wait() {
+        const clock::time_point wake = std::min(clock::now() + idle_poll_interval, req_.deadline);
+        conn_.idle.expires_at(wake);
+        std::error_code ec;
+        co_await conn_.idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        co_return !interrupted();
+    }
+
+    // A peer's extension handshake; a repeated one may change its ut_metadata id.
+    bool on_ext_handshake(std::string_view payload) {
+        wire::ext_handshake eh;
+        const wire::wire_error e = wire::parse_ext_handshake(payload, doc_, eh, req_.max_metadata_size);
+        if (!have_ext_) {
+            if (e != wire::wire_error::none) {
+                fail_wire(e);
+                return false;
+            }
+            peer_ut_ = eh.ut_metadata;
+            metadata_size_ = eh.metadata_size;
+            result.metadata_size = metadata_size_;
+            have_ext_ = true;
+            if (!source_.on_metadata_size(metadata_size_)) {
+                fail_wire(wire::wire_error::bad_metadata_size);
+                return false;
+            }
+            return true;
+        }
+        // BEP-10: a later m only lists changes, so a missing ut_metadata or metadata_size
+        // keeps the earlier one; 0 disables it, and a new size contradicts the first.
+        switch (e) {
+        case wire::wire_error::none:
+        case wire::wire_error::no_ut_metadata:
+        case wire::wire_error::no_metadata_size: break;
+        default: fail_wire(e); return false;
+        }
+        if (eh.ut_metadata != 0) peer_ut_ = eh.ut_metadata;
+        if (eh.metadata_size != 0 && eh.metadata_size != metadata_size_) {
+            fail_wire(wire::wire_error::bad_metadata_size);
+            return false;
+        }
+        return true;
+    }
+
+    // A data message for one of our outstanding requests.
+    bool on_data(const wire::ut_metadata_message& um) {
+        if (!have_ext_) {
+            fail_wire(wire::wire_error::unrequested_piece);
+            return false;
+        }
+        if (auto e = wire::check_data(um, metadata_size_, wire::any_piece); e != wire::wire_error::none) {
+            fail_wire(e);
+            return false;
+        }
+        const auto piece = static_cast<std::uint32_t>(um.piece); // < piece_count: fits
+        const auto end = outstanding_.begin() + outstanding_count_;
+        const auto it = std::find(outstanding_.begin(), end, piece);
+        if (it == end) {
+            fail_wire(wire::wire_error::unrequested_piece);
+            return false;
+        }
+        *it = outstanding_[--outstanding_count_];
+        // False means the lease was taken back: the bytes are simply not ours to give.
+        if (source_.deliver(slot_, piece, um.data)) ++result.pieces_received;
+        return true;
+    }
+
+    // Leases pieces up to the pipeline depth and sends their requests in one write.
+    asio::awaitable<bool> request_more() {
+        tx_.clear();
+        while (outstanding_count_ < pipeline_) {
+            const std::optional<std::uint32_t> piece = source_.acquire(slot_);
+            if (!piece) break;
+            outstanding_[outstanding_count_++] = *piece;
+            if (!wire::build_metadata_request(tx_, peer_ut_, *piece)) {
+                fail_wire(wire::wire_error::message_too_large); // allocation failure only
+                co_return false;
+            }
+        }
+        if (tx_.empty()) co_return true;
+        co_return co_await write_tx();
+    }
+
+    asio::awaitable<void> converse() {
+        for (;;) {
+            if (have_ext_) {
+                if (source_.complete()) co_return; // success, whoever fetched the pieces
+                const bool requested = co_await request_more();
+                if (!requested) co_return;
+                if (outstanding_count_ == 0) {
+                    // Others hold the remaining leases: wait for them to finish or give up.
+                    const bool awake = co_await idle_wait();
+                    if (!awake) co_return;
+                    continue;
+                }
+            }
+            wire::message_view m;
+            const bool got = co_await next_message(m);
+            if (!got) co_return;
+            if (m.id != wire::msg_extended) continue; // bitfield, have, have_all, port, ...
+            wire::extended_view x;
+            if (auto e = wire::parse_extended(m, x); e != wire::wire_error::none) {
+                fail_wire(e);
+                co_return;
+            }
+            if (x.ext_id == wire::ext_handshake_id) {
+                if (!on_ext_handshake(x.payload)) co_return;
+                continue;
+            }
+            if (x.ext_id != our_ut_metadata_id) continue; // nothing else was advertised
+            wire::ut_metadata_message um;
+            if (auto e = wire::parse_ut_metadata(x.payload, doc_, um); e != wire::wire_error::none) {
+                fail_wire(e);
+                co_return;
+            }
+            switch (um.kind) {
+            case wire::ut_kind::ignore: break;
+            case wire::ut_kind::reject: fail_wire(wire::wire_error::rejected); co_return;
+            case wire::ut_kind::data:
+                if (!on_data(um)) co_return;
+                break;
+            case wire::ut_kind::request:
+                // We serve nothing, but an unanswered request stalls a libtorrent peer's
+                // queue. Before its extension handshake there is no id to answer with.
+                if (peer_ut_ != 0 && um.piece <= std::numeric_limits<std::uint32_t>::max()) {
+                    tx_.clear();
+                    if (wire::build_metadata_reject(tx_, peer_ut_, static_cast<std::uint32_t>(um.piece))) {
+                        const bool sent = co_await write_tx();
+                        if (!sent) co_return;
+                    }
+                }
+                break;
+            }
+        }
+    }
+
+    const session_request& req_;
+    piece_source& source_;
+    const std::uint32_t slot_;
+    connection& conn_;
+    const asio::cancellation_state& cancel_;
+    const std::uint32_t pipeline_;
+
+    read_buffer rx_;
+    std::string tx_;
+    bencode::document doc_;
+    bool handshake_done_ = false;
+    bool have_ext_ = false;
+    std::uint8_t peer_ut_ = 0;
+    std::size_t metadata_size_ = 0;
+    std::array<std::uint32_t, max_pipeline> outstanding_{};
+    std::uint32_t outstanding_count_ = 0;
+};
+
+} // namespace
+
+asio::awaitable<session_result> run_peer_session(session_request request, piece_source& source,
+                                                 std::uint32_t session_slot) {
+    const clock::time_point start = clock::now();
+    release_guard guard{source, session_slot};
+    // The state is not reset: that would change the filter of a coroutine awaiting this one.
+    const asio::cancellation_state cancel = co_await asio::this_coro::cancellation_state;
+
+    const asio::any_io_executor ex = co_await asio::this_coro::executor;
+    auto conn = std::make_shared<connection>(ex);
+    // One timer for the whole attempt: on expiry it closes the socket, which aborts
+    // whatever the session is waiting for, so no phase can extend the deadline.
+    conn->watchdog.expires_at(request.deadline);
+    conn->watchdog.async_wait([weak = std::weak_ptr<connection>(conn)](const std::error_code& ec) {
+        if (ec) return;
+        if (auto c = weak.lock()) {
+            c->expired = true;
+            std::error_code ignored;
+            c->socket.close(ignored);
+            c->idle.cancel();
+        }
+    });
+
+    session s(request, source, session_slot, *conn, cancel);
+    co_await s.run();
+
+    std::error_code ignored;
+    conn->watchdog.cancel();
+    conn->socket.close(ignored);
+    s.result.elapsed = clock::now() - start;
+    co_return s.result;
+}
+
+} // namespace dhtc::metadata

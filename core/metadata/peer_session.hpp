@@ -1,0 +1,105 @@
+// One TCP conversation with one peer that fetches metadata pieces: the BEP-3 handshake, the
+// BEP-10 extension handshake and BEP-9 ut_metadata requests, under a single end-to-end
+// deadline. Pieces come from and go to a piece_source, so several sessions can share the
+// pieces of one info dict. The bytes are not verified here: the job hashes the assembled
+// dict and penalises peers.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#include <asio/awaitable.hpp>
+
+#include "metadata/piece_source.hpp"
+#include "metadata/wire.hpp"
+#include "net/address.hpp"
+#include "util/id20.hpp"
+
+namespace dhtc::metadata {
+
+/// How a session ended. Stable names (to_string) for logs and counters.
+enum class session_failure : std::uint8_t {
+    none = 0,             ///< the piece source is complete (this session may have fetched none)
+    connect_refused,      ///< the connect failed before the deadline (refused, unreachable, bind error)
+    connect_timeout,      ///< the deadline passed before the TCP connection was established
+    handshake_failed,     ///< wire::failure_class::handshake_failed
+    no_extension_support, ///< wire::failure_class::no_extension_support
+    no_metadata_support,  ///< wire::failure_class::no_metadata_support
+    rejected,             ///< the peer rejected a request (ut_metadata msg_type 2)
+    timeout,              ///< connected, but the deadline passed before the source was complete
+    size_limit,           ///< wire::failure_class::size_limit
+    protocol_error,       ///< wire::failure_class::protocol_error (also a size the source refused)
+    disconnected,         ///< the peer closed or reset the connection after the handshake
+    cancelled,            ///< the owner cancelled the coroutine (cancellation slot)
+};
+
+/// "none", "connect_refused", ...
+std::string_view to_string(session_failure f) noexcept;
+/// The session class of a wire failure class (none → none).
+session_failure from_wire(wire::failure_class c) noexcept;
+
+/// The most leases one session holds at once.
+inline constexpr std::uint32_t max_pipeline = 16;
+/// Our ut_metadata id in the extension handshake: the peer addresses us with it.
+inline constexpr std::uint8_t our_ut_metadata_id = 1;
+/// How often an idle session (nothing to request, job not complete) looks for work again.
+inline constexpr std::chrono::milliseconds idle_poll_interval{20};
+
+/// What to fetch, from whom, and within which limits.
+struct session_request {
+    id20 info_hash;   ///< the 20-byte key we saw (v1, or a truncated v2 hash)
+    endpoint peer;
+    id20 peer_id;     ///< random per connection; supplied by the caller
+    /// One deadline for the whole attempt: connect, handshakes and every piece.
+    std::chrono::steady_clock::time_point deadline;
+    std::size_t max_metadata_size = wire::default_max_metadata_size;
+    /// Source address for the connection (port chosen by the OS); the default route when empty.
+    std::optional<ip_address> bind_address;
+    /// Cap on one framed message of any kind (bitfields can be large). ut_metadata messages
+    /// are capped much lower (max_ut_metadata_message) whatever this says.
+    std::size_t max_message = wire::default_max_message;
+    /// Leases held (requests in flight) at once: 1..max_pipeline (clamped).
+    std::uint32_t pipeline = 4;
+};
+
+/// A ut_metadata message is at most its dict (wire::ut_metadata_dict_limits) plus one
+/// 16 KiB piece, after the message id and the extended id.
+inline constexpr std::size_t max_ut_metadata_message =
+    2 + wire::ut_metadata_dict_limits.max_size + wire::metadata_piece_size;
+
+/// The outcome of one session.
+struct session_result {
+    session_failure failure = session_failure::none;
+    wire::wire_error error = wire::wire_error::none; ///< the precise cause when it was the wire
+    std::error_code net_error;    ///< the socket error behind connect_refused / disconnected
+    bool connected = false;       ///< the TCP connection was established
+    std::size_t metadata_size = 0; ///< what the peer advertised (0 before its extension handshake)
+    std::uint32_t pieces_received = 0; ///< pieces the source accepted from this peer
+    std::uint64_t bytes_received = 0;  ///< every byte read from the socket
+    std::chrono::steady_clock::duration elapsed{};
+
+    bool ok() const noexcept { return failure == session_failure::none; }
+};
+
+/// Runs one session to its end; never throws (except std::bad_alloc from the coroutine
+/// machinery itself). Success means source.complete(), whoever fetched the pieces.
+///
+/// Threading: run it on a single-threaded io_context or a strand; `source` is called only
+/// from there. `source` must outlive the coroutine (also its destruction: release() runs
+/// in the frame's destructor when the io_context is destroyed with the session suspended).
+///
+/// Ending early: the coroutine honours terminal cancellation through its cancellation slot
+/// (co_spawn with asio::bind_cancellation_slot, or an enclosing awaitable operator) and
+/// then returns `cancelled` promptly. Stopping the io_context suspends it; destroying the io_context destroys it
+/// (the socket is closed and release() is called, but no result is produced).
+///
+/// `request` is taken by value: a coroutine keeps reference parameters as references,
+/// which would dangle once the caller's temporary is gone.
+asio::awaitable<session_result> run_peer_session(session_request request, piece_source& source,
+                                                 std::uint32_t session_slot);
+
+} // namespace dhtc::metadata
