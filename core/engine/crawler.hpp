@@ -1,0 +1,59 @@
+// The whole crawler: the DHT engine (network thread), the metadata pipeline (metadata
+// thread) and the delivery thread (application callbacks), wired through bounded queues.
+// This is what the C ABI wraps.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "engine/delivery_thread.hpp"
+#include "engine/dht_engine.hpp"
+#include "metadata/pipeline.hpp"
+
+namespace dhtc::engine {
+
+struct crawler_options {
+    dht_engine_options dht;
+    metadata::pipeline_options metadata;
+    std::size_t observation_queue_capacity = 4096;
+};
+
+class crawler {
+public:
+    /// Binds the sockets; nullptr and `error` on failure. Nothing runs until start().
+    static std::unique_ptr<crawler> create(const crawler_options& o, app_callbacks callbacks, std::string& error);
+    ~crawler();
+
+    void start();
+    /// Stops crawling and fetching; rounds in flight complete as cancelled (their
+    /// completions are delivered); then the delivery thread ends. Idempotent. From a
+    /// callback (the delivery thread) it only stops the DHT and the pipeline: the
+    /// delivery thread ends when the owner calls stop() or destroys the crawler.
+    void stop();
+
+    const dht_engine& dht() const noexcept { return *dht_; }
+    const metadata::pipeline& pipeline() const noexcept { return *pipeline_; }
+    const delivery_thread& delivery() const noexcept { return *delivery_; }
+
+private:
+    // The DHT side's events, handed to the pipeline and the delivery thread.
+    struct sink final : crawl::crawl_sink {
+        metadata::pipeline* pipe = nullptr;
+        delivery_thread* out = nullptr;
+        std::atomic<std::uint64_t> hashes_dropped{0};
+        void on_hash(const crawl::hash_event& e) override {
+            if (!pipe->ingress().try_push(e)) hashes_dropped.fetch_add(1, std::memory_order_relaxed);
+        }
+        void on_observation(const crawl::observation& o) override { out->post_observation(o); }
+        double metadata_pressure() const override { return pipe->pressure(); }
+    };
+
+    crawler() = default;
+    std::unique_ptr<delivery_thread> delivery_;
+    std::unique_ptr<metadata::pipeline> pipeline_;
+    sink sink_;
+    std::unique_ptr<dht_engine> dht_;
+};
+
+} // namespace dhtc::engine

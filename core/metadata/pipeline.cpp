@@ -1,0 +1,454 @@
+#include "metadata/pipeline.hpp"
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "metadata/delivered_filter.hpp"
+#include "metadata/hashing.hpp"
+#include "metadata/peer_failure_cache.hpp"
+#include "metadata/pending_queue.hpp"
+#include "metadata/shared_pieces.hpp"
+#include "net/clock.hpp"
+
+// Coroutine note: g++ 12 miscompiles `co_await` inside an if/while condition; every await
+// here is assigned to a variable first.
+
+namespace dhtc::metadata {
+
+namespace {
+
+constexpr auto drain_interval = std::chrono::milliseconds(5);
+constexpr std::size_t drain_batch = 1024;
+constexpr std::size_t max_job_peers = 8; ///< peers remembered per job (merges included)
+
+void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
+
+// Timeouts and refused connections are what the failure cache is for (seed: only these).
+bool cacheable(failure_class c) noexcept {
+    return c == failure_class::connect_refused || c == failure_class::connect_timeout || c == failure_class::timeout;
+}
+
+// Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
+// arrays (id20) inside a coroutine body ("array used as initializer").
+completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
+                           std::optional<endpoint> peer) {
+    completion c;
+    c.info_hash = key;
+    c.result = o;
+    c.failure = f;
+    c.attempts = attempts;
+    c.peer = peer;
+    return c;
+}
+
+struct job {
+    explicit job(asio::io_context& io) : wake(io) {}
+    id20 key;
+    std::vector<endpoint> peers; ///< freshest first; capped at max_job_peers
+    std::vector<bool> tried;
+    bool gated = false;     ///< passed the gate: exactly one completion is owed
+    bool completed = false;
+    unsigned attempts = 0;
+    std::optional<bool> gate_answer;
+    std::optional<bool> ack;
+    asio::steady_timer wake; ///< woken by answers from the delivery thread and by sessions
+    std::vector<std::unique_ptr<asio::cancellation_signal>> sessions;
+    time_point queued_at{};
+
+    void add_peer(const endpoint& p) {
+        for (const auto& q : peers)
+            if (q == p) return;
+        if (peers.size() >= max_job_peers) return;
+        peers.push_back(p);
+        tried.push_back(false);
+    }
+};
+
+} // namespace
+
+struct pipeline::impl {
+    impl(pipeline& o, const pipeline_options& opt, engine::delivery_thread& d)
+        : owner(o), options(opt), app(d),
+          pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
+          failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
+                                              std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
+          delivered(delivered_filter_options{opt.delivered_filter_capacity,
+                                             std::chrono::seconds(opt.delivered_filter_period_secs), 0}),
+          rng(std::random_device{}()) {
+        batch.reserve(drain_batch);
+    }
+
+    pipeline& owner;
+    pipeline_options options;
+    engine::delivery_thread& app; ///< the delivery thread: every callback runs there
+    asio::io_context io{1};
+    asio::steady_timer drain_timer{io};
+    steady_clock_source clock;
+    pending_queue pending;
+    peer_failure_cache failures;
+    delivered_filter delivered;
+    std::unordered_map<id20, std::shared_ptr<job>, id20_hash> jobs; ///< rounds in flight
+    std::size_t active = 0; ///< worker slots: held from take() until the completion ran
+    std::vector<crawl::hash_event> batch;
+    std::mt19937_64 rng;
+    std::thread thread;
+    std::mutex lifecycle;
+    bool started = false;
+    bool stopped = false;
+    bool stopping = false; ///< metadata thread only
+
+    void arm_drain();
+    void drain();
+    void admit(const crawl::hash_event& e, time_point now);
+    void schedule(time_point now);
+    void release_slot();
+    void complete(job& j, completion c);
+    void shutdown_jobs();
+
+    asio::awaitable<void> run_job(std::shared_ptr<job> j);
+    asio::awaitable<bool> gate(std::shared_ptr<job> j);
+    asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
+                                                              std::vector<endpoint> peers);
+    asio::awaitable<bool> deliver(std::shared_ptr<job> j, delivery d);
+    asio::awaitable<void> wait(job& j) {
+        std::error_code ec;
+        co_await j.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    std::vector<endpoint> pick_peers(job& j, std::size_t max);
+    id20 random_peer_id() {
+        id20 id;
+        for (auto& b : id.bytes) b = static_cast<std::uint8_t>(rng());
+        // Azureus-style client prefix: peers see who we are, the rest stays random.
+        const char prefix[] = "-DC0001-";
+        std::copy(prefix, prefix + 8, id.bytes.begin());
+        return id;
+    }
+};
+
+void pipeline::impl::arm_drain() {
+    drain_timer.expires_after(drain_interval);
+    drain_timer.async_wait([this](const std::error_code& ec) {
+        if (ec || stopping) return;
+        drain();
+        arm_drain();
+    });
+}
+
+void pipeline::impl::drain() {
+    batch.clear();
+    owner.ingress_.pop_batch(batch, drain_batch);
+    const auto now = clock.now();
+    for (const auto& e : batch) admit(e, now);
+    pending.purge(now);
+    schedule(now);
+    const double fill = std::max(static_cast<double>(pending.size()) / static_cast<double>(pending.capacity()),
+                                 static_cast<double>(owner.ingress_.depth()) /
+                                     static_cast<double>(owner.ingress_.capacity()));
+    owner.pressure_.store(fill, std::memory_order_relaxed);
+    owner.counters_.pending.store(pending.size(), std::memory_order_relaxed);
+    owner.counters_.in_flight.store(jobs.size(), std::memory_order_relaxed);
+}
+
+void pipeline::impl::admit(const crawl::hash_event& e, time_point now) {
+    auto& c = owner.counters_;
+    bump(c.hashes_in);
+    if (delivered.contains(e.info_hash, now)) {
+        bump(c.already_delivered);
+        return;
+    }
+    if (const auto it = jobs.find(e.info_hash); it != jobs.end()) {
+        it->second->add_peer(e.peer);
+        bump(c.merged_in_flight);
+        return;
+    }
+    switch (pending.offer(e.info_hash, e.peer, e.kind, std::min(e.at, now), now)) {
+    case offer_result::stale:
+    case offer_result::expired_event:
+    case offer_result::peers_full: bump(c.pending_refused); break;
+    default: break;
+    }
+}
+
+void pipeline::impl::schedule(time_point now) {
+    while (!stopping && active < options.max_worker_count) {
+        auto entry = pending.take(now);
+        if (!entry) return;
+        if (delivered.contains(entry->info_hash, now)) {
+            bump(owner.counters_.already_delivered);
+            continue;
+        }
+        auto j = std::make_shared<job>(io);
+        j->key = entry->info_hash;
+        j->queued_at = entry->first_seen;
+        for (std::size_t i = 0; i < entry->peer_count; ++i) j->add_peer(entry->peers[i].peer);
+        jobs.emplace(j->key, j);
+        ++active;
+        bump(owner.counters_.jobs_started);
+        asio::co_spawn(io, run_job(j), asio::detached);
+    }
+}
+
+void pipeline::impl::release_slot() {
+    if (active) --active;
+    if (!stopping) schedule(clock.now());
+}
+
+void pipeline::impl::complete(job& j, completion c) {
+    if (j.completed) return;
+    j.completed = true;
+    bump(owner.counters_.outcomes[static_cast<std::size_t>(c.result)]);
+    // The worker slot stays taken until the application has seen the completion: a slow
+    // application slows fetching (and, through the pressure, the crawl) instead of
+    // letting completions pile up.
+    auto ex = io.get_executor();
+    const bool posted = app.post_completion(c, [this, ex] { asio::post(ex, [this] { release_slot(); }); });
+    if (!posted) release_slot();
+}
+
+asio::awaitable<bool> pipeline::impl::gate(std::shared_ptr<job> j) {
+    std::weak_ptr<job> weak = j;
+    auto ex = io.get_executor();
+    const bool posted = app.post_gate(j->key, [weak, ex](bool pass) {
+        asio::post(ex, [weak, pass] {
+            if (auto live = weak.lock()) {
+                live->gate_answer = pass;
+                live->wake.cancel();
+            }
+        });
+    });
+    if (!posted) co_return options.gate_default;
+    j->wake.expires_after(std::chrono::milliseconds(options.gate_timeout_millis));
+    while (!j->gate_answer && !stopping) {
+        std::error_code ec;
+        co_await j->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (!ec) { // the timer ran out: the application did not answer in time
+            bump(owner.counters_.gate_timeouts);
+            co_return options.gate_default;
+        }
+    }
+    co_return j->gate_answer.value_or(false);
+}
+
+std::vector<endpoint> pipeline::impl::pick_peers(job& j, std::size_t max) {
+    std::vector<endpoint> out;
+    const auto now = clock.now();
+    for (std::size_t i = 0; i < j.peers.size() && out.size() < max; ++i) {
+        if (j.tried[i]) continue;
+        j.tried[i] = true;
+        // A peer that timed out or refused us recently is skipped: no packet, no attempt.
+        if (failures.contains(j.peers[i], now)) {
+            bump(owner.counters_.failure_cache_hits);
+            continue;
+        }
+        out.push_back(j.peers[i]);
+    }
+    return out;
+}
+
+asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::shared_ptr<job> j,
+                                                                         shared_pieces& pieces,
+                                                                         std::vector<endpoint> peers) {
+    std::vector<session_result> results(peers.size());
+    std::size_t running = peers.size();
+    j->sessions.clear();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_secs);
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        session_request req;
+        req.info_hash = j->key;
+        req.peer = peers[i];
+        req.peer_id = random_peer_id();
+        req.deadline = deadline;
+        req.max_metadata_size = options.max_metadata_size;
+        if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
+        auto& signal = *j->sessions.emplace_back(std::make_unique<asio::cancellation_signal>());
+        asio::co_spawn(io, run_peer_session(req, pieces, static_cast<std::uint32_t>(i)),
+                       asio::bind_cancellation_slot(signal.slot(), [&results, &running, i, j](std::exception_ptr e,
+                                                                                              session_result r) {
+                           if (e) r.failure = session_failure::protocol_error; // bad_alloc inside the session
+                           results[i] = r;
+                           if (--running == 0) j->wake.cancel();
+                       }));
+    }
+    while (running > 0 && !stopping) {
+        j->wake.expires_at(asio::steady_timer::time_point::max());
+        co_await wait(*j);
+    }
+    j->sessions.clear();
+    co_return results;
+}
+
+asio::awaitable<bool> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d) {
+    std::weak_ptr<job> weak = j;
+    auto ex = io.get_executor();
+    const bool posted = app.post_torrent(std::move(d), [weak, ex](bool accepted) {
+        asio::post(ex, [weak, accepted] {
+            if (auto live = weak.lock()) {
+                live->ack = accepted;
+                live->wake.cancel();
+            }
+        });
+    });
+    if (!posted) co_return false;
+    while (!j->ack && !stopping) {
+        j->wake.expires_at(asio::steady_timer::time_point::max());
+        co_await wait(*j);
+    }
+    co_return j->ack.value_or(false);
+}
+
+asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
+    auto& c = owner.counters_;
+    const bool pass = co_await gate(j);
+    if (stopping) co_return;
+    if (!pass) {
+        bump(c.gate_rejected);
+        jobs.erase(j->key);
+        release_slot(); // a rejected hash produces no completion
+        co_return;
+    }
+    j->gated = true;
+
+    completion result = make_completion(j->key, outcome::fetch_failed, failure_class::no_peers, 0, std::nullopt);
+    std::optional<std::string> bytes;
+    std::optional<endpoint> served_by;
+    while (!bytes && j->attempts < options.max_attempts) {
+        const unsigned left = options.max_attempts - j->attempts;
+        // Several peers share one dict's pieces, but one attempt stays in reserve, so a dict
+        // assembled from several peers that fails verification can be refetched from one
+        // peer alone: a hash_mismatch then always names its source.
+        auto peers = pick_peers(*j, left > 1 ? left - 1 : 1);
+        if (peers.empty()) break;
+        j->attempts += static_cast<unsigned>(peers.size());
+        bump(c.attempts, peers.size());
+        shared_pieces pieces(options.max_metadata_size);
+        const auto results = co_await run_sessions(j, pieces, peers);
+        if (stopping) co_return;
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            const auto cls = from_session(results[i].failure);
+            if (cls == failure_class::none) continue;
+            bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
+            if (cacheable(cls)) failures.insert(peers[i], clock.now());
+            result.failure = cls;
+        }
+        if (!pieces.complete()) continue;
+        const std::string_view dict = pieces.bytes();
+        const auto verified = [&](std::string_view b) { return sha1_id(b) == j->key || sha256_id(b) == j->key; };
+        // Credit (or blame) the session that delivered the most pieces.
+        std::size_t main_source = 0;
+        for (std::size_t i = 1; i < results.size(); ++i)
+            if (results[i].pieces_received > results[main_source].pieces_received) main_source = i;
+        if (verified(dict)) {
+            bytes.emplace(dict);
+            served_by = peers[main_source];
+            break;
+        }
+        bump(c.attempt_failures[static_cast<std::size_t>(failure_class::hash_mismatch)]);
+        result.failure = failure_class::hash_mismatch;
+        result.peer = peers[main_source];
+        if (pieces.contributors() > 1 && j->attempts < options.max_attempts) {
+            // Several authors: refetch everything from one of them, so the verdict names a
+            // single source.
+            bump(c.refetches);
+            ++j->attempts;
+            bump(c.attempts);
+            const endpoint one = peers[main_source];
+            shared_pieces again(options.max_metadata_size);
+            const auto second = co_await run_sessions(j, again, std::vector<endpoint>(1, one));
+            if (stopping) co_return;
+            result.peer = one;
+            if (again.complete() && verified(again.bytes())) {
+                bytes.emplace(again.bytes());
+                served_by = one;
+                break;
+            }
+            result.failure = again.complete() ? failure_class::hash_mismatch : from_session(second[0].failure);
+            if (again.complete()) bump(c.attempt_failures[static_cast<std::size_t>(failure_class::hash_mismatch)]);
+        }
+    }
+    result.attempts = j->attempts;
+    jobs.erase(j->key);
+
+    if (!bytes) {
+        complete(*j, result);
+        co_return;
+    }
+    bump(c.bytes_fetched, bytes->size());
+    metadata::delivery d;
+    d.peer = *served_by;
+    d.discovered_at = std::chrono::system_clock::now();
+    const auto parsed = parse_info(*bytes, j->key, d.info);
+    if (!parsed) {
+        bump(c.attempt_failures[static_cast<std::size_t>(failure_class::parse_error)]);
+        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by));
+        co_return;
+    }
+    // A hybrid has two keys: whichever round finishes first delivers it, once.
+    const auto now = clock.now();
+    const id20 v1 = to_id20(d.info.sha1);
+    const id20 v2 = truncate_to_id20(d.info.sha256);
+    const bool duplicate = (d.info.has_v1() && delivered.contains(v1, now)) ||
+                           (d.info.has_v2() && delivered.contains(v2, now));
+    if (d.info.has_v1()) delivered.insert(v1, now);
+    if (d.info.has_v2()) delivered.insert(v2, now);
+    if (duplicate) {
+        bump(c.duplicates);
+        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by));
+        co_return;
+    }
+    d.raw = std::move(*bytes);
+    const bool accepted = co_await deliver(j, std::move(d));
+    if (stopping) co_return;
+    complete(*j, make_completion(j->key, accepted ? outcome::accepted : outcome::delivery_rejected, failure_class::none,
+                                 j->attempts, served_by));
+}
+
+void pipeline::impl::shutdown_jobs() {
+    stopping = true;
+    drain_timer.cancel();
+    for (auto& [key, j] : jobs) {
+        for (auto& s : j->sessions) s->emit(asio::cancellation_type::terminal);
+        j->wake.cancel();
+        if (j->gated) complete(*j, make_completion(key, outcome::cancelled, failure_class::none, j->attempts, std::nullopt));
+    }
+    io.stop();
+}
+
+pipeline::pipeline(const pipeline_options& o, engine::delivery_thread& delivery)
+    : impl_(std::make_unique<impl>(*this, o, delivery)), ingress_(o.hash_queue_capacity) {}
+
+pipeline::~pipeline() { stop(); }
+
+std::size_t pipeline::pending_capacity() const noexcept { return impl_->pending.capacity(); }
+
+void pipeline::start() {
+    std::lock_guard lock(impl_->lifecycle);
+    if (impl_->started || impl_->stopped) return;
+    impl_->started = true;
+    auto* m = impl_.get();
+    m->arm_drain();
+    m->thread = std::thread([m] { m->io.run(); });
+}
+
+void pipeline::stop() {
+    std::lock_guard lock(impl_->lifecycle);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+    auto* m = impl_.get();
+    if (m->thread.joinable()) {
+        asio::post(m->io, [m] { m->shutdown_jobs(); });
+        m->thread.join();
+    }
+}
+
+} // namespace dhtc::metadata

@@ -1,0 +1,85 @@
+// The metadata pipeline: captured (hash, peer) pairs in, verified and parsed torrents out,
+// with exactly one completion per gated round. It runs on its own thread (an io_context
+// with one coroutine per fetch job) and meets the DHT side only through the bounded hash
+// ingress, and the application only through the delivery thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "crawl/events.hpp"
+#include "engine/delivery_thread.hpp"
+#include "metadata/outcome.hpp"
+#include "net/address.hpp"
+#include "util/bounded_queue.hpp"
+
+namespace dhtc::metadata {
+
+/// The seed's metadata.* options and hash_queue_capacity, plus ours.
+struct pipeline_options {
+    std::size_t hash_queue_capacity = 10'000;
+    unsigned timeout_secs = 4;                  ///< one end-to-end deadline per peer attempt
+    std::size_t max_queue_size = 10'000;        ///< pending hashes
+    std::size_t max_worker_count = 256;         ///< concurrent fetch jobs
+    std::size_t peer_failure_cache_capacity = 200'000;
+    unsigned peer_failure_ttl_secs = 60;
+    std::size_t max_metadata_size = 10 * 1024 * 1024;
+    unsigned max_attempts = 3;                  ///< real peer attempts per round
+    std::size_t delivered_filter_capacity = 100'000;
+    unsigned delivered_filter_period_secs = 86'400;
+    unsigned gate_timeout_millis = 5'000;       ///< an unanswered gate takes gate_default
+    bool gate_default = true;
+    std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
+};
+
+/// Counters; relaxed atomics readable from any thread.
+struct pipeline_counters {
+    std::atomic<std::uint64_t> hashes_in{0};          ///< events taken from the ingress
+    std::atomic<std::uint64_t> already_delivered{0};  ///< skipped: delivered within the filter period
+    std::atomic<std::uint64_t> merged_in_flight{0};   ///< a new peer joined a running job
+    std::atomic<std::uint64_t> pending_refused{0};    ///< stale, expired or full (see the queue)
+    std::atomic<std::uint64_t> gate_rejected{0};
+    std::atomic<std::uint64_t> gate_timeouts{0};
+    std::atomic<std::uint64_t> jobs_started{0};
+    std::atomic<std::uint64_t> attempts{0};
+    std::atomic<std::uint64_t> failure_cache_hits{0};
+    std::atomic<std::uint64_t> refetches{0};          ///< multi-peer dicts that failed and were refetched from one
+    std::atomic<std::uint64_t> duplicates{0};         ///< a hybrid already delivered under its other key
+    std::atomic<std::uint64_t> bytes_fetched{0};
+    std::array<std::atomic<std::uint64_t>, failure_class_count> attempt_failures{}; ///< per class
+    std::array<std::atomic<std::uint64_t>, 4> outcomes{};                           ///< per outcome
+    std::atomic<std::uint64_t> in_flight{0};
+    std::atomic<std::uint64_t> pending{0};
+};
+
+class pipeline {
+public:
+    pipeline(const pipeline_options& o, engine::delivery_thread& delivery);
+    ~pipeline();
+
+    /// Where the DHT side puts captured pairs (any thread).
+    bounded_queue<crawl::hash_event>& ingress() noexcept { return ingress_; }
+    /// 0..1: how full the pipeline's queues are, for the DHT query-rate feedback.
+    double pressure() const noexcept { return pressure_.load(std::memory_order_relaxed); }
+
+    void start();
+    /// Cancels every job (gated rounds complete as cancelled, through the delivery
+    /// thread), then stops the thread. Idempotent; not from the metadata thread.
+    void stop();
+
+    const pipeline_counters& counters() const noexcept { return counters_; }
+    std::size_t pending_capacity() const noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+    bounded_queue<crawl::hash_event> ingress_;
+    std::atomic<double> pressure_{0.0};
+    pipeline_counters counters_;
+};
+
+} // namespace dhtc::metadata

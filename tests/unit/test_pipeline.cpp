@@ -1,0 +1,358 @@
+// The metadata pipeline end to end on loopback: hash events in, fake peers serving (or
+// misbehaving), callbacks out on the delivery thread, exactly one completion per gated round.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "engine/delivery_thread.hpp"
+#include "metadata/hashing.hpp"
+#include "metadata/pipeline.hpp"
+#include "support/fake_peer.hpp"
+
+using namespace dhtc;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string fixture(const char* name) {
+    std::ifstream in(std::string(DHTC_FIXTURE_DIR) + "/info/" + name + ".info", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    REQUIRE(!ss.str().empty());
+    return ss.str();
+}
+
+// A dict of several metadata pieces: the "files" list padded with many entries.
+std::string big_dict(std::size_t files) {
+    std::string list;
+    for (std::size_t i = 0; i < files; ++i) {
+        const std::string name = "file-number-" + std::to_string(100000 + i) + ".bin";
+        list += "d6:lengthi1e4:pathl" + std::to_string(name.size()) + ":" + name + "ee";
+    }
+    const std::size_t pieces = (files + 16383) / 16384;
+    return "d5:filesl" + list + "e4:name3:big12:piece lengthi16384e6:pieces" + std::to_string(pieces * 20) + ":" +
+           std::string(pieces * 20, 'x') + "e";
+}
+
+// Records what the application sees, thread-safely (callbacks run on the delivery thread).
+struct app {
+    std::mutex m;
+    std::vector<metadata::delivery> torrents;
+    std::vector<metadata::completion> completions;
+    std::vector<std::string> errors;
+    std::vector<id20> gated;
+    bool accept = true;
+    bool gate_pass = true;
+    bool throw_in_torrent = false;
+
+    engine::app_callbacks callbacks(bool with_torrent = true) {
+        engine::app_callbacks cb;
+        cb.gate = [this](const id20& h) {
+            std::lock_guard l(m);
+            gated.push_back(h);
+            return gate_pass;
+        };
+        if (with_torrent)
+            cb.torrent = [this](const metadata::delivery& d) {
+                std::lock_guard l(m);
+                if (throw_in_torrent) throw std::runtime_error("boom");
+                torrents.push_back(d);
+                return accept;
+            };
+        cb.completion = [this](const metadata::completion& c) {
+            std::lock_guard l(m);
+            completions.push_back(c);
+        };
+        cb.error = [this](const std::string& e) {
+            std::lock_guard l(m);
+            errors.push_back(e);
+        };
+        return cb;
+    }
+    std::size_t completion_count() {
+        std::lock_guard l(m);
+        return completions.size();
+    }
+};
+
+struct rig {
+    app a;
+    engine::delivery_thread delivery;
+    metadata::pipeline pipe;
+
+    explicit rig(metadata::pipeline_options o = options(), bool with_torrent = true)
+        : delivery(a.callbacks(with_torrent), 1024, 1024), pipe(o, delivery) {
+        delivery.start();
+        pipe.start();
+    }
+    ~rig() { stop(); }
+    void stop() {
+        pipe.stop();
+        delivery.stop();
+    }
+    static metadata::pipeline_options options() {
+        metadata::pipeline_options o;
+        o.timeout_secs = 2;
+        o.bind_v4 = ip_address::parse("127.0.0.1");
+        return o;
+    }
+    void offer(const id20& h, const endpoint& peer) {
+        REQUIRE(pipe.ingress().try_push(crawl::hash_event{h, peer, peer, crawl::hash_source::announce,
+                                                          std::chrono::steady_clock::now()}));
+    }
+    // Waits (bounded) until `n` completions arrived.
+    bool wait_completions(std::size_t n, std::chrono::seconds limit = 15s) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < until) {
+            if (a.completion_count() >= n) return true;
+            std::this_thread::sleep_for(10ms);
+        }
+        return false;
+    }
+};
+
+} // namespace
+
+TEST_SUITE("pipeline") {
+
+TEST_CASE("a served info dict is verified, parsed, delivered once and completed accepted") {
+    test::fake_peer peer(fixture("v1_multi"));
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    std::this_thread::sleep_for(100ms); // nothing more may arrive
+    r.stop();
+    REQUIRE(r.a.torrents.size() == 1);
+    CHECK(r.a.torrents[0].info.info_hash == peer.info_hash());
+    CHECK(r.a.torrents[0].raw == peer.info_dict());
+    CHECK(r.a.torrents[0].peer == peer.local_endpoint());
+    REQUIRE(r.a.completions.size() == 1);
+    CHECK(r.a.completions[0].result == metadata::outcome::accepted);
+    CHECK(r.a.completions[0].attempts == 1);
+    CHECK(r.a.gated.size() == 1);
+}
+
+TEST_CASE("the gate decides before any connection; a rejected hash produces nothing") {
+    test::fake_peer peer(fixture("v1_single"));
+    rig r;
+    r.a.gate_pass = false;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (r.pipe.counters().gate_rejected.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(200ms);
+    r.stop();
+    CHECK(r.pipe.counters().gate_rejected.load() == 1);
+    CHECK(peer.conversations().empty());
+    CHECK(r.a.torrents.empty());
+    CHECK(r.a.completions.empty());
+}
+
+TEST_CASE("no torrent callback, or one that throws, ends the round delivery_rejected") {
+    test::fake_peer peer(fixture("v1_single"));
+    SUBCASE("no callback") {
+        rig r(rig::options(), false);
+        r.offer(peer.info_hash(), peer.local_endpoint());
+        REQUIRE(r.wait_completions(1));
+        r.stop();
+        CHECK(r.a.completions[0].result == metadata::outcome::delivery_rejected);
+    }
+    SUBCASE("a throwing callback is reported, never propagated") {
+        rig r;
+        r.a.throw_in_torrent = true;
+        r.offer(peer.info_hash(), peer.local_endpoint());
+        REQUIRE(r.wait_completions(1));
+        r.stop();
+        CHECK(r.a.completions[0].result == metadata::outcome::delivery_rejected);
+        REQUIRE(r.a.errors.size() == 1);
+        CHECK(r.a.errors[0].find("boom") != std::string::npos);
+    }
+    SUBCASE("an application that says no") {
+        rig r;
+        r.a.accept = false;
+        r.offer(peer.info_hash(), peer.local_endpoint());
+        REQUIRE(r.wait_completions(1));
+        r.stop();
+        CHECK(r.a.torrents.size() == 1);
+        CHECK(r.a.completions[0].result == metadata::outcome::delivery_rejected);
+    }
+}
+
+TEST_CASE("a peer serving wrong bytes: fetch_failed hash_mismatch naming that peer") {
+    test::peer_script s;
+    s.mode = test::peer_mode::corrupt_piece;
+    test::fake_peer peer(fixture("v1_single"), s);
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.stop();
+    const auto& c = r.a.completions[0];
+    CHECK(c.result == metadata::outcome::fetch_failed);
+    CHECK(c.failure == metadata::failure_class::hash_mismatch);
+    REQUIRE(c.peer);
+    CHECK(*c.peer == peer.local_endpoint());
+    CHECK(r.a.torrents.empty());
+}
+
+TEST_CASE("up to three real attempts; failures are classified; the last attempt's class is reported") {
+    const std::string dict = fixture("v1_single");
+    test::peer_script refuse, silent, serve;
+    refuse.mode = test::peer_mode::refuse;
+    silent.mode = test::peer_mode::no_ut_metadata;
+    test::fake_peer bad1(dict, refuse), bad2(dict, silent), good(dict, serve);
+    rig r;
+    // Offered oldest first: the queue keeps the freshest first, so `good` is tried last.
+    r.offer(good.info_hash(), good.local_endpoint());
+    r.offer(good.info_hash(), bad2.local_endpoint());
+    r.offer(good.info_hash(), bad1.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.stop();
+    const auto& c = r.a.completions[0];
+    CHECK(c.result == metadata::outcome::accepted);
+    CHECK(c.attempts == 3);
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(metadata::failure_class::connect_refused)].load() == 1);
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(metadata::failure_class::no_metadata_support)].load() == 1);
+}
+
+TEST_CASE("the peer failure cache: a refused peer is not tried again, and that is not an attempt") {
+    test::peer_script refuse;
+    refuse.mode = test::peer_mode::refuse;
+    test::fake_peer bad(fixture("v1_single"), refuse);
+    test::fake_peer other(fixture("v1_multi"), refuse);
+    rig r;
+    r.offer(bad.info_hash(), bad.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    // Another hash, same (refusing) endpoint: a cache hit sends nothing.
+    r.offer(other.info_hash(), bad.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    CHECK(r.a.completions[0].failure == metadata::failure_class::connect_refused);
+    CHECK(r.a.completions[0].attempts == 1);
+    CHECK(r.a.completions[1].result == metadata::outcome::fetch_failed);
+    CHECK(r.a.completions[1].failure == metadata::failure_class::no_peers);
+    CHECK(r.a.completions[1].attempts == 0);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 1);
+}
+
+TEST_CASE("several peers share the pieces of a multi-piece dict") {
+    const std::string dict = big_dict(3000); // ~4 metadata pieces
+    test::fake_peer p1(dict), p2(dict);
+    rig r;
+    r.offer(p1.info_hash(), p1.local_endpoint());
+    r.offer(p1.info_hash(), p2.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.stop();
+    CHECK(r.a.completions[0].result == metadata::outcome::accepted);
+    REQUIRE(r.a.torrents.size() == 1);
+    CHECK(r.a.torrents[0].raw == dict);
+    const auto c1 = p1.conversations(), c2 = p2.conversations();
+    REQUIRE(c1.size() == 1);
+    REQUIRE(c2.size() == 1);
+    CHECK(c1[0].requests.size() + c2[0].requests.size() >= 4);
+    // A piece is held by one peer at a time: no piece was requested from both.
+    std::set<std::uint32_t> s1(c1[0].requests.begin(), c1[0].requests.end());
+    for (auto p : c2[0].requests) CHECK_FALSE(s1.contains(p));
+}
+
+TEST_CASE("a dict from several peers that fails verification is refetched from one before blaming") {
+    const std::string dict = big_dict(3000);
+    test::peer_script corrupt;
+    corrupt.mode = test::peer_mode::corrupt_piece;
+    corrupt.target_piece = 1;
+    test::fake_peer good(dict), bad(dict, corrupt);
+    rig r;
+    r.offer(good.info_hash(), good.local_endpoint()); // older: tried second in the batch
+    r.offer(good.info_hash(), bad.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.stop();
+    const auto& c = r.a.completions[0];
+    if (c.result == metadata::outcome::accepted) {
+        // The corrupt piece went to the good peer: the dict verified at once.
+        CHECK(r.a.torrents[0].raw == dict);
+    } else {
+        // The dict failed with pieces from both peers and was refetched from one peer alone,
+        // so the blame is exact: a hash_mismatch names a single source.
+        CHECK(r.pipe.counters().refetches.load() == 1);
+        CHECK(c.failure == metadata::failure_class::hash_mismatch);
+        REQUIRE(c.peer);
+        CHECK(*c.peer == bad.local_endpoint());
+    }
+}
+
+TEST_CASE("a hash offered again while in flight joins the running round: one round, one completion") {
+    test::peer_script slow;
+    slow.delay = 200ms;
+    test::fake_peer peer(fixture("v1_single"), slow), other(fixture("v1_single"));
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    std::this_thread::sleep_for(100ms);
+    r.offer(peer.info_hash(), other.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    std::this_thread::sleep_for(300ms);
+    r.stop();
+    CHECK(r.a.completions.size() == 1);
+    CHECK(r.a.torrents.size() == 1);
+    CHECK(r.pipe.counters().merged_in_flight.load() == 1);
+}
+
+TEST_CASE("a torrent delivered recently is not fetched again") {
+    test::fake_peer peer(fixture("v1_single"));
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    std::this_thread::sleep_for(300ms);
+    r.stop();
+    CHECK(r.a.completions.size() == 1);
+    CHECK(r.pipe.counters().already_delivered.load() == 1);
+    CHECK(peer.conversations().size() == 1);
+}
+
+TEST_CASE("a hybrid reached under both keys is delivered once") {
+    test::fake_peer peer(fixture("hybrid_multi"));
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.offer(peer.v2_key(), peer.local_endpoint());
+    std::this_thread::sleep_for(300ms);
+    r.stop();
+    REQUIRE(r.a.torrents.size() == 1);
+    CHECK(r.a.torrents[0].info.has_v1());
+    CHECK(r.a.torrents[0].info.has_v2());
+    CHECK(r.pipe.counters().already_delivered.load() == 1);
+}
+
+TEST_CASE("shutdown while fetching: every gated round completes exactly once, as cancelled") {
+    test::peer_script stall;
+    stall.mode = test::peer_mode::silent;
+    std::vector<std::unique_ptr<test::fake_peer>> peers;
+    auto o = rig::options();
+    o.timeout_secs = 30;
+    rig r(o);
+    for (int i = 0; i < 5; ++i) {
+        // Five different dicts (names differ), so five different hashes.
+        std::string d = "d6:lengthi1e4:name2:n" + std::to_string(i) + "12:piece lengthi16384e6:pieces20:" + std::string(20, 'p') + "e";
+        peers.push_back(std::make_unique<test::fake_peer>(d, stall));
+        r.offer(peers.back()->info_hash(), peers.back()->local_endpoint());
+    }
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (r.pipe.counters().attempts.load() < 5 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(10ms);
+    REQUIRE(r.pipe.counters().attempts.load() == 5);
+    r.stop();
+    REQUIRE(r.a.completions.size() == 5);
+    std::set<id20> seen;
+    for (const auto& c : r.a.completions) {
+        CHECK(c.result == metadata::outcome::cancelled);
+        seen.insert(c.info_hash);
+    }
+    CHECK(seen.size() == 5);
+}
+
+} // TEST_SUITE
