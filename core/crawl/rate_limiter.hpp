@@ -14,6 +14,7 @@
 #include "util/slot_index.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
+#include "util/relaxed_counter.hpp"
 
 namespace dhtc::crawl {
 
@@ -53,8 +54,9 @@ private:
     double burst_;
     double tokens_;
     time_point last_;
-    std::uint64_t granted_ = 0;
-    std::uint64_t refused_ = 0;
+    // Read by snapshot threads while the owner counts.
+    relaxed_counter granted_;
+    relaxed_counter refused_;
 };
 
 /// Which side of a reserved_share_bucket a request draws from.
@@ -87,8 +89,8 @@ private:
 
     token_bucket bucket_;
     double reserve_;
-    std::array<std::uint64_t, 2> granted_{};
-    std::array<std::uint64_t, 2> refused_{};
+    std::array<relaxed_counter, 2> granted_{};
+    std::array<relaxed_counter, 2> refused_{};
 };
 
 /// The metadata-pressure feedback on the query rate: 1.0 below 80% queue depth, falling
@@ -147,9 +149,9 @@ private:
     std::size_t size_ = 0;
     std::uint32_t mru_ = none;
     std::uint32_t lru_ = none;
-    std::uint64_t evictions_ = 0;
-    std::uint64_t lossy_evictions_ = 0;
-    std::uint64_t refused_ = 0;
+    relaxed_counter evictions_;
+    relaxed_counter lossy_evictions_;
+    relaxed_counter refused_;
 };
 
 } // namespace dhtc::crawl

@@ -193,6 +193,8 @@ void pipeline::impl::schedule(time_point now) {
         j->queued_at = entry->first_seen;
         for (std::size_t i = 0; i < entry->peer_count; ++i) j->add_peer(entry->peers[i].peer);
         jobs.emplace(j->key, j);
+        owner.counters_.queue_wait_ms.record(static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - entry->first_seen).count()));
         ++active;
         bump(owner.counters_.jobs_started);
         asio::co_spawn(io, run_job(j), asio::detached);
@@ -320,6 +322,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     j->gated = true;
 
     completion result = make_completion(j->key, outcome::fetch_failed, failure_class::no_peers, 0, std::nullopt);
+    const auto fetch_started = clock.now();
     std::optional<std::string> bytes;
     std::optional<endpoint> served_by;
     while (!bytes && j->attempts < options.max_attempts) {
@@ -384,6 +387,9 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         co_return;
     }
     bump(c.bytes_fetched, bytes->size());
+    c.payload_bytes.record(bytes->size());
+    c.fetch_duration_ms.record(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - fetch_started).count()));
     metadata::delivery d;
     d.peer = *served_by;
     d.discovered_at = std::chrono::system_clock::now();

@@ -15,6 +15,7 @@
 #include "engine/delivery_thread.hpp"
 #include "metadata/outcome.hpp"
 #include "net/address.hpp"
+#include "stats/histogram.hpp"
 #include "util/bounded_queue.hpp"
 
 namespace dhtc::metadata {
@@ -54,6 +55,12 @@ struct pipeline_counters {
     std::array<std::atomic<std::uint64_t>, 4> outcomes{};                           ///< per outcome
     std::atomic<std::uint64_t> in_flight{0};
     std::atomic<std::uint64_t> pending{0};
+    /// From a hash's arrival in the pending queue to the start of its round.
+    stats::queue_wait_histogram queue_wait_ms{stats::queue_wait_bounds_ms};
+    /// From the first connection of a round to verified bytes (successful rounds).
+    stats::fetch_duration_histogram fetch_duration_ms{stats::fetch_duration_bounds_ms};
+    /// Size of verified info dicts.
+    stats::payload_size_histogram payload_bytes{stats::payload_size_bounds_bytes};
 };
 
 class pipeline {
@@ -63,6 +70,7 @@ public:
 
     /// Where the DHT side puts captured pairs (any thread).
     bounded_queue<crawl::hash_event>& ingress() noexcept { return ingress_; }
+    const bounded_queue<crawl::hash_event>& ingress() const noexcept { return ingress_; }
     /// 0..1: how full the pipeline's queues are, for the DHT query-rate feedback.
     double pressure() const noexcept { return pressure_.load(std::memory_order_relaxed); }
 
