@@ -2,6 +2,7 @@
 # The whole test suite, from a fresh machine: installs what is missing, then runs
 #   build     release build with -Werror, every ctest test (unit, C ABI)
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
 # Usage: tests/run.sh [stage...]   (no stage: all of them, in that order)
 # Ends with one line "summary: N passed, M failed"; exits non-zero on any failure.
@@ -12,7 +13,7 @@ out=${DHTC_BUILD_ROOT:-$root/build}
 fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
 jobs=${DHTC_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build sanitize fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(build sanitize tsan fuzz)
 
 passed=0
 failed=0
@@ -21,10 +22,11 @@ failures=()
 note() { printf '\n=== %s\n' "$*"; }
 
 # Runs ctest in a build tree and adds its counts to the totals.
-run_ctest() {
+run_ctest() { # dir, label, extra ctest arguments...
   local dir=$1 label=$2 log
+  shift 2
   log=$(mktemp)
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600) 2>&1 | tee "$log"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600 "$@") 2>&1 | tee "$log"
   local total fails
   total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
   fails=$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' | tail -1)
@@ -58,6 +60,21 @@ stage_sanitize() {
       run_ctest "$out/asan" asan
   else
     failed=$((failed + 1)); failures+=("sanitizer build failed")
+  fi
+}
+
+stage_tsan() {
+  note "ThreadSanitizer build of the multi-threaded tests"
+  local dir=$out/tsan
+  local targets=(capi_contract test_snapshot test_pipeline)
+  if cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_SANITIZE=thread \
+        -DDHTC_BUILD_EXAMPLES=OFF -DDHTC_BUILD_BENCH=OFF >/dev/null &&
+     cmake --build "$dir" -j "$jobs" --target "${targets[@]}"; then
+    # Only what was built: the other tests would be reported as not found.
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline)$'
+  else
+    failed=$((failed + 1)); failures+=("tsan build failed")
   fi
 }
 
@@ -95,8 +112,9 @@ for stage in "${stages[@]}"; do
   case $stage in
     build) stage_build ;;
     sanitize) stage_sanitize ;;
+    tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
-    *) echo "unknown stage: $stage (build, sanitize, fuzz)"; exit 2 ;;
+    *) echo "unknown stage: $stage (build, sanitize, tsan, fuzz)"; exit 2 ;;
   esac
 done
 

@@ -21,6 +21,8 @@
 #ifndef DHTCRAWLER_H
 #define DHTCRAWLER_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,6 +52,164 @@ DHTC_API const char *dhtc_version(void);
  *         use the library.
  */
 DHTC_API int dhtc_abi_version(void);
+
+/* ---- Status codes -------------------------------------------------------------------- */
+
+#define DHTC_OK 0                    /**< success */
+#define DHTC_ERR_INVALID_ARGUMENT -1 /**< a NULL handle or out-parameter, or a bad value */
+#define DHTC_ERR_INVALID_JSON -2     /**< the options document is not JSON */
+#define DHTC_ERR_INVALID_OPTION -3   /**< an unknown key, a wrong type or an invalid value */
+#define DHTC_ERR_BIND -4             /**< a socket could not be bound */
+#define DHTC_ERR_STATE -5            /**< not allowed now (e.g. started twice, destroy from a callback) */
+#define DHTC_ERR_TIMEOUT -6          /**< a wait ended before its condition */
+#define DHTC_ERR_NO_MEMORY -7        /**< an allocation failed */
+#define DHTC_ERR_INTERNAL -8         /**< an unexpected failure inside the library */
+#define DHTC_ERR_NOT_FOUND -9        /**< no such event (answered already or timed out) */
+
+/**
+ * @brief A stable name for a status code ("DHTC_OK", "DHTC_ERR_BIND", ...).
+ * Thread safety: any thread. @return A static string; never NULL.
+ */
+DHTC_API const char *dhtc_status_name(int status);
+
+/**
+ * @brief The message of the last failed call made by this thread.
+ *
+ * Every function that returns a status sets it (to "" on success). Thread safety: the
+ * message is thread-local. @return Valid until the next dhtc_ call on this thread; never
+ * NULL; do not free it.
+ */
+DHTC_API const char *dhtc_last_error(void);
+
+/**
+ * @brief Frees a string returned through a `char **out` parameter. NULL is a no-op.
+ * Thread safety: any thread. Never use free() on the library's strings.
+ */
+DHTC_API void dhtc_string_free(char *s);
+
+/**
+ * @brief The options document with every key at its default (see docs/options.md).
+ * @param out receives a JSON string; free it with dhtc_string_free().
+ */
+DHTC_API int dhtc_default_options(char **out);
+
+/* ---- Lifecycle --------------------------------------------------------------------------- */
+
+/** An opaque crawler. */
+typedef struct dhtc_crawler dhtc_crawler;
+
+/**
+ * @brief Validates the options and binds the sockets.
+ *
+ * @param options_json a JSON object (NULL or "" for all defaults). Unknown keys and wrong
+ *        types fail with DHTC_ERR_INVALID_OPTION and a message naming the key's path.
+ *        Unsafe values are normalised; what was changed is listed by dhtc_crawler_stats()
+ *        under "normalized".
+ * @param out receives the crawler; free it with dhtc_crawler_destroy().
+ * Thread safety: any thread. Nothing runs until dhtc_crawler_start() or dhtc_crawler_run().
+ */
+DHTC_API int dhtc_crawler_create(const char *options_json, dhtc_crawler **out);
+
+/**
+ * @brief Stops everything and frees the crawler. NULL is a no-op (DHTC_OK).
+ *
+ * Rounds in flight complete as "cancelled" and those completions are delivered first.
+ * After it returns no callback runs and no user data is touched again.
+ * From inside a callback it returns DHTC_ERR_STATE and does nothing: call
+ * dhtc_crawler_shutdown() there, and destroy afterwards from the host's thread.
+ */
+DHTC_API int dhtc_crawler_destroy(dhtc_crawler *c);
+
+/** @brief Starts the crawler's threads and returns. Once per crawler (DHTC_ERR_STATE after
+ *  a shutdown). Thread safety: any thread except a callback. */
+DHTC_API int dhtc_crawler_start(dhtc_crawler *c);
+
+/** @brief Starts (if needed) and blocks until dhtc_crawler_shutdown() is called. */
+DHTC_API int dhtc_crawler_run(dhtc_crawler *c);
+
+/**
+ * @brief Waits until the crawler has been shut down, at most `timeout_ms` (negative: no limit).
+ * @return DHTC_OK once shut down, DHTC_ERR_TIMEOUT otherwise. Hosts that must react to
+ *         signals wait in slices.
+ */
+DHTC_API int dhtc_crawler_wait(dhtc_crawler *c, long long timeout_ms);
+
+/**
+ * @brief Stops crawling and fetching. Thread-safe and idempotent; allowed inside callbacks.
+ * A shut-down crawler cannot be started again.
+ */
+DHTC_API int dhtc_crawler_shutdown(dhtc_crawler *c);
+
+/* ---- Callbacks ------------------------------------------------------------------------------
+ * Register before start. Every callback runs on the library's delivery thread: never on a
+ * network thread, never two at once, in order. Pointers passed in are valid only during
+ * the call. Inside a callback you may call dhtc_crawler_shutdown(), the snapshot functions
+ * and dhtc_string_free(); dhtc_crawler_destroy() returns DHTC_ERR_STATE.
+ * Event JSON documents carry "type" and "schema" and only ever gain fields.
+ */
+
+/** Before a hash first goes to peers. Return nonzero to fetch it, 0 to skip it (no torrent,
+ *  no completion). `info_hash` is 40 lower-case hex characters. */
+typedef int (*dhtc_gate_fn)(const char *info_hash, void *user_data);
+/** A verified torrent: `torrent_json` is the torrent JSON form (docs/torrent-json.md) with
+ *  `peer` and `discovered_at`; `info`/`info_len` the raw info dict exactly as received. */
+typedef void (*dhtc_torrent_fn)(const char *torrent_json, const unsigned char *info, size_t info_len,
+                                void *user_data);
+/** Like dhtc_torrent_fn; return nonzero to accept the torrent, 0 to reject it. */
+typedef int (*dhtc_torrent_ack_fn)(const char *torrent_json, const unsigned char *info, size_t info_len,
+                                   void *user_data);
+/** Completion, error and observation events, as JSON envelopes (docs/events.md). */
+typedef void (*dhtc_event_fn)(const char *event_json, void *user_data);
+
+/** @brief Sets the gate (NULL: every hash is fetched). Before start. */
+DHTC_API int dhtc_crawler_set_gate_callback(dhtc_crawler *c, dhtc_gate_fn fn, void *user_data);
+/** @brief Sets the torrent callback (always accepts). Replaces a torrent-with-ack callback. */
+DHTC_API int dhtc_crawler_set_torrent_callback(dhtc_crawler *c, dhtc_torrent_fn fn, void *user_data);
+/** @brief Sets the torrent callback with acknowledgement. Replaces a plain torrent callback. */
+DHTC_API int dhtc_crawler_set_torrent_ack_callback(dhtc_crawler *c, dhtc_torrent_ack_fn fn, void *user_data);
+/** @brief One completion event per gated round ({"type":"completion",...}). */
+DHTC_API int dhtc_crawler_set_completion_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
+/** @brief Runtime errors ({"type":"error","message":...}), including callbacks that threw. */
+DHTC_API int dhtc_crawler_set_error_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
+/** @brief Hashes seen without a peer ({"type":"observation",...}); dropped and counted when
+ *  the application falls behind. */
+DHTC_API int dhtc_crawler_set_observation_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
+
+/* ---- Polling --------------------------------------------------------------------------------
+ * The alternative to callbacks, for hosts that pull events on their own thread. Enable it
+ * before start; callbacks are then not used. Gate and torrent events carry an "id" to be
+ * answered with dhtc_crawler_answer(); an unanswered gate is accepted after
+ * metadata.gate_timeout_millis, an unanswered torrent rejected after the same time.
+ */
+
+/** @brief Switches event delivery to polling. Before start. */
+DHTC_API int dhtc_crawler_enable_polling(dhtc_crawler *c);
+
+/**
+ * @brief Takes the next event, waiting up to `timeout_ms` (negative: no limit).
+ * @param out_json the event envelope; free with dhtc_string_free().
+ * @param out_info for "torrent" events the raw info dict (else NULL); free with dhtc_string_free().
+ * @param out_info_len its length (0 when none). out_info and out_info_len may be NULL.
+ * @return DHTC_OK, or DHTC_ERR_TIMEOUT when no event came, or DHTC_ERR_STATE after shutdown
+ *         once every event has been taken.
+ */
+DHTC_API int dhtc_crawler_poll_event(dhtc_crawler *c, long long timeout_ms, char **out_json, char **out_info,
+                                     size_t *out_info_len);
+
+/** @brief Answers a gate or torrent event by its id (nonzero: accept). DHTC_ERR_NOT_FOUND
+ *  when it was answered already or its time ran out. Any thread. */
+DHTC_API int dhtc_crawler_answer(dhtc_crawler *c, unsigned long long event_id, int accept);
+
+/* ---- Observation ------------------------------------------------------------------------------
+ * Cheap, lock-free reads of relaxed counters; any thread, any time between create and
+ * destroy (also inside callbacks). Not a transaction across fields. */
+
+/** @brief The runtime snapshot: pool, queues, in flight, endpoints (docs/metrics.md). */
+DHTC_API int dhtc_crawler_stats(dhtc_crawler *c, char **out_json);
+/** @brief Every counter, every drop, the three histograms (docs/metrics.md). */
+DHTC_API int dhtc_crawler_observability(dhtc_crawler *c, char **out_json);
+/** @brief The same metrics as Prometheus text exposition (version 0.0.4). */
+DHTC_API int dhtc_crawler_metrics(dhtc_crawler *c, char **out_text);
 
 #ifdef __cplusplus
 }

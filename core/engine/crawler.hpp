@@ -35,6 +35,7 @@ public:
     const dht_engine& dht() const noexcept { return *dht_; }
     const metadata::pipeline& pipeline() const noexcept { return *pipeline_; }
     const delivery_thread& delivery() const noexcept { return *delivery_; }
+    delivery_thread& delivery() noexcept { return *delivery_; }
 
 private:
     // The DHT side's events, handed to the pipeline and the delivery thread.

@@ -73,7 +73,8 @@ void delivery_thread::post_error(std::string message) {
 }
 
 void delivery_thread::post_observation(const crawl::observation& o) {
-    if (!callbacks_.observation) return; // nobody subscribed: nothing to carry
+    // Nobody subscribed: nothing to carry.
+    if (!callbacks_.observation || !observations_wanted_.load(std::memory_order_relaxed)) return;
     {
         std::lock_guard lock(mutex_);
         if (stopping_ || observations_.size() >= observation_capacity_) {

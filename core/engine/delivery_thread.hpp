@@ -62,6 +62,9 @@ public:
     void post_error(std::string message);
     void post_observation(const crawl::observation& o);
 
+    /// Whether observations are queued at all (hosts that did not subscribe pay nothing).
+    void want_observations(bool on) noexcept { observations_wanted_.store(on, std::memory_order_relaxed); }
+
     /// True on the delivery thread (callbacks may call shutdown, never destroy).
     bool on_this_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
     const delivery_counters& counters() const noexcept { return counters_; }
@@ -95,6 +98,7 @@ private:
     std::deque<main_item> main_;
     std::deque<crawl::observation> observations_;
     bool stopping_ = false;
+    std::atomic<bool> observations_wanted_{true};
     std::thread thread_;
     delivery_counters counters_;
 };

@@ -1,0 +1,630 @@
+#include "api/options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "crawl/node_pool.hpp"
+#include "net/address.hpp"
+#include "util/id20.hpp"
+
+namespace dhtc::api {
+
+namespace {
+
+using json = nlohmann::json;
+using O = engine::crawler_options;
+
+// Upper bounds. Most are the components' own clamps, surfaced here so that an oversized
+// value is reported and to_json() shows what really runs; the others bound what the engine
+// allocates up front.
+constexpr std::uint64_t unbounded = std::numeric_limits<std::uint64_t>::max();
+constexpr std::uint64_t queue_max = std::uint64_t{1} << 24;       // preallocated queues and reserves
+constexpr std::uint64_t table_max = (std::uint64_t{1} << 24) - 2; // slot_index tables (pending, caches, filter)
+constexpr std::uint64_t ring_max = (std::uint64_t{1} << 24) - 1;  // responsive ring
+constexpr std::uint64_t pool_max = crawl::node_pool::max_capacity;
+constexpr std::uint64_t in_flight_max = 65535;  // the transaction table has 16-bit slots
+constexpr std::uint64_t worker_max = 65535;     // each worker is one TCP connection
+constexpr std::uint64_t count_max = 65535;      // per-lookup and per-round counts
+constexpr std::uint64_t rate_max = 1'000'000'000'000; // token buckets cap rates here
+constexpr std::uint64_t metadata_size_max = std::uint64_t{256} * 1024 * 1024; // the lease table's ceiling
+constexpr std::uint64_t failure_ttl_max = 24 * 3600; // the peer failure cache's ceiling
+constexpr std::uint64_t bep51_interval_max = 21600;  // BEP-51: interval is 0..21600
+
+// Keys whose value is not a plain number or boolean.
+enum class special : std::uint8_t { netmode, bind_v4, bind_v6, node_id, sources };
+
+// Accessors of one field; the tag keeps the types distinct where size_t is unsigned.
+template <class T, int Tag>
+struct ref_t {
+    T& (*at)(O&);
+};
+using u16_ref = ref_t<std::uint16_t, 0>;
+using uint_ref = ref_t<unsigned, 1>;
+using size_ref = ref_t<std::size_t, 2>;
+using double_ref = ref_t<double, 3>;
+using bool_ref = ref_t<bool, 4>;
+
+struct field {
+    std::string_view path; // dotted: each dot is one level of nesting in the document
+    std::variant<u16_ref, uint_ref, size_ref, double_ref, bool_ref, special> ref;
+    std::uint64_t lo = 0;         // smaller values are raised to this (and reported)
+    std::uint64_t hi = unbounded; // larger values are lowered to this (and reported)
+};
+
+// Every key of the document, in the order of docs/options.md.
+const field fields[] = {
+    {"port", u16_ref{[](O& o) -> auto& { return o.dht.port; }}},
+    {"netmode", special::netmode},
+    {"bind_v4", special::bind_v4},
+    {"bind_v6", special::bind_v6},
+    {"node_id", special::node_id},
+    {"hash_queue_capacity", size_ref{[](O& o) -> auto& { return o.metadata.hash_queue_capacity; }}, 1, queue_max},
+    {"allow_private_addresses", bool_ref{[](O& o) -> auto& { return o.dht.crawl.allow_private_addresses; }}},
+    {"observation_queue_capacity", size_ref{[](O& o) -> auto& { return o.observation_queue_capacity; }}, 1,
+     queue_max},
+
+    {"metadata.timeout_secs", uint_ref{[](O& o) -> auto& { return o.metadata.timeout_secs; }}, 1},
+    {"metadata.max_queue_size", size_ref{[](O& o) -> auto& { return o.metadata.max_queue_size; }}, 1, table_max},
+    {"metadata.max_worker_count", size_ref{[](O& o) -> auto& { return o.metadata.max_worker_count; }}, 1,
+     worker_max},
+    {"metadata.peer_failure_cache_capacity",
+     size_ref{[](O& o) -> auto& { return o.metadata.peer_failure_cache_capacity; }}, 0, table_max},
+    {"metadata.peer_failure_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.peer_failure_ttl_secs; }}, 0,
+     failure_ttl_max},
+    {"metadata.max_metadata_size", size_ref{[](O& o) -> auto& { return o.metadata.max_metadata_size; }}, 1,
+     metadata_size_max},
+    {"metadata.max_attempts", uint_ref{[](O& o) -> auto& { return o.metadata.max_attempts; }}, 1},
+    {"metadata.gate_timeout_millis", uint_ref{[](O& o) -> auto& { return o.metadata.gate_timeout_millis; }}, 1},
+    {"metadata.gate_default", bool_ref{[](O& o) -> auto& { return o.metadata.gate_default; }}},
+    {"metadata.delivered_filter.capacity",
+     size_ref{[](O& o) -> auto& { return o.metadata.delivered_filter_capacity; }}, 0, table_max},
+    {"metadata.delivered_filter.period_secs",
+     uint_ref{[](O& o) -> auto& { return o.metadata.delivered_filter_period_secs; }}},
+
+    {"crawl.rate_limit.max_find_node_rate_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_find_node_rate_per_sec; }}, 0, rate_max},
+    {"crawl.rate_limit.burst", double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.burst; }}, 1, rate_max},
+    {"crawl.rate_limit.max_in_flight", size_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_in_flight; }},
+     1, in_flight_max},
+    {"crawl.rate_limit.request_timeout_secs",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.request_timeout_secs; }}, 1},
+    {"crawl.rate_limit.max_new_destinations_per_minute",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_new_destinations_per_minute; }}, 0, rate_max},
+    {"crawl.rate_limit.max_replacements_per_minute",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_replacements_per_minute; }}, 0, rate_max},
+    {"crawl.rate_limit.max_response_rate_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_response_rate_per_sec; }}, 0, rate_max},
+    {"crawl.rate_limit.max_response_bytes_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_response_bytes_per_sec; }}, 0, rate_max},
+    {"crawl.rate_limit.max_response_rate_per_source",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_response_rate_per_source; }}, 0, rate_max},
+    {"crawl.rate_limit.metadata_pressure_floor_percent",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.metadata_pressure_floor_percent; }}, 0, 100},
+    {"crawl.rate_limit.max_in_flight_per_subnet",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.rate_limit.max_in_flight_per_subnet; }}, 1, in_flight_max},
+
+    {"crawl.pool.capacity", size_ref{[](O& o) -> auto& { return o.dht.crawl.pool.capacity; }}, 1, pool_max},
+    {"crawl.pool.recent_probe_ttl_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.pool.recent_probe_ttl_secs; }}},
+    {"crawl.pool.responsive_capacity", size_ref{[](O& o) -> auto& { return o.dht.crawl.pool.responsive_capacity; }}, 1,
+     ring_max},
+    {"crawl.pool.responsive_ttl_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.pool.responsive_ttl_secs; }}},
+    {"crawl.pool.low_watermark", size_ref{[](O& o) -> auto& { return o.dht.crawl.pool.low_watermark; }}},
+
+    {"crawl.bootstrap.interval_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bootstrap.interval_secs; }}, 1},
+    {"crawl.bootstrap.max_nodes_per_round",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.bootstrap.max_nodes_per_round; }}, 1, count_max},
+    {"crawl.bootstrap.source_backoff_base_secs",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.bootstrap.source_backoff_base_secs; }}},
+    {"crawl.bootstrap.source_backoff_max_secs",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.bootstrap.source_backoff_max_secs; }}},
+    {"crawl.bootstrap.sources", special::sources},
+
+    {"crawl.target.random_walk_percent", uint_ref{[](O& o) -> auto& { return o.dht.crawl.target.random_walk_percent; }},
+     0, 100},
+    {"crawl.target.sparse_bucket_percent",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.target.sparse_bucket_percent; }}, 0, 100},
+    {"crawl.target.neighbor_sender_id", bool_ref{[](O& o) -> auto& { return o.dht.crawl.target.neighbor_sender_id; }}},
+
+    {"crawl.scheduler.priority_event_channel_capacity",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.scheduler.priority_event_channel_capacity; }}, 1, queue_max},
+    {"crawl.scheduler.discovery_event_channel_capacity",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.scheduler.discovery_event_channel_capacity; }}, 1, queue_max},
+    {"crawl.scheduler.event_batch_limit",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.scheduler.event_batch_limit; }}, 1, queue_max},
+    {"crawl.scheduler.node_batch_limit", size_ref{[](O& o) -> auto& { return o.dht.crawl.scheduler.node_batch_limit; }},
+     1, queue_max},
+    {"crawl.scheduler.routing_snapshot_size",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.scheduler.routing_snapshot_size; }}, 1, queue_max},
+    {"crawl.scheduler.snapshot_refresh_millis",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.scheduler.snapshot_refresh_millis; }}},
+
+    {"crawl.bep51.enabled", bool_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.enabled; }}},
+    {"crawl.bep51.max_sample_rate_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.max_sample_rate_per_sec; }}, 0, rate_max},
+    {"crawl.bep51.min_interval_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.min_interval_secs; }}},
+    {"crawl.bep51.max_lookup_rate_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.max_lookup_rate_per_sec; }}, 0, rate_max},
+    {"crawl.bep51.max_concurrent_lookups",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.max_concurrent_lookups; }}, 1, count_max},
+    {"crawl.bep51.lookup_queue_capacity",
+     size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.lookup_queue_capacity; }}, 1, queue_max},
+    {"crawl.bep51.queries_per_lookup", size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.queries_per_lookup; }}, 1,
+     count_max},
+    {"crawl.bep51.store_capacity", size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.store_capacity; }}, 1,
+     queue_max},
+    {"crawl.bep51.answer_interval_secs",
+     uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.answer_interval_secs; }}, 0, bep51_interval_max},
+};
+
+const field* find_field(std::string_view path) noexcept {
+    for (const auto& f : fields)
+        if (f.path == path) return &f;
+    return nullptr;
+}
+
+std::size_t index_of(std::string_view path) noexcept {
+    const field* f = find_field(path);
+    return f ? static_cast<std::size_t>(f - fields) : 0;
+}
+
+// A group is a prefix of some key followed by a dot: "crawl", "crawl.pool", ...
+bool is_group(std::string_view path) noexcept {
+    for (const auto& f : fields)
+        if (f.path.size() > path.size() && f.path[path.size()] == '.' && f.path.substr(0, path.size()) == path)
+            return true;
+    return false;
+}
+
+std::string join(std::string_view prefix, std::string_view key) {
+    // An empty key would vanish from the path; show it.
+    const std::string k = key.empty() ? std::string("\"\"") : std::string(key);
+    return prefix.empty() ? k : std::string(prefix) + "." + k;
+}
+
+std::string shown_path(std::string_view path) { return path.empty() ? std::string("(document)") : std::string(path); }
+
+// A user string inside a message: quoted, escaped, and cut short so a message stays a line.
+std::string quote(std::string_view s) {
+    constexpr std::size_t max_shown = 64;
+    std::string cut(s.substr(0, max_shown));
+    std::string q = json(cut).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (s.size() > max_shown) q.insert(q.size() - 1, "...");
+    return q;
+}
+
+std::string show_double(double d) {
+    if (std::trunc(d) == d && std::fabs(d) < 1e15) return std::to_string(static_cast<std::int64_t>(d));
+    return json(d).dump();
+}
+
+struct parse_state {
+    O o;
+    options_result r;
+    std::vector<bool> present = std::vector<bool>(std::size(fields), false);
+
+    bool fail(options_status s, std::string path, std::string_view what) {
+        r.status = s;
+        r.message = shown_path(path) + ": " + std::string(what);
+        r.path = std::move(path);
+        return false;
+    }
+    void note(std::string line) { r.normalized.push_back(std::move(line)); }
+};
+
+template <class T>
+bool apply_integer(parse_state& st, const field& f, const json& v, T& dst) {
+    const std::string path(f.path);
+    constexpr std::uint64_t type_max = std::numeric_limits<T>::max();
+    const auto out_of_range = [&](const std::string& shown) {
+        return st.fail(options_status::invalid_value, path,
+                       shown + " is out of range 0.." + std::to_string(type_max));
+    };
+    std::uint64_t u = 0;
+    if (const auto* p = v.get_ptr<const json::number_unsigned_t*>()) {
+        if (*p > type_max) return out_of_range(std::to_string(*p));
+        u = *p;
+    } else if (const auto* q = v.get_ptr<const json::number_integer_t*>()) {
+        if (*q < 0 || static_cast<std::uint64_t>(*q) > type_max) return out_of_range(std::to_string(*q));
+        u = static_cast<std::uint64_t>(*q);
+    } else if (const auto* d = v.get_ptr<const json::number_float_t*>();
+               d && std::trunc(*d) == *d && std::fabs(*d) >= 0x1p63) {
+        // An integer too long for 64 bits arrives as a float: report its range, not its type.
+        return out_of_range(v.dump());
+    } else {
+        return st.fail(options_status::wrong_type, path, "expected an integer");
+    }
+    const std::uint64_t hi = std::min(f.hi, type_max);
+    if (u < f.lo) {
+        st.note(path + ": " + std::to_string(u) + " < " + std::to_string(f.lo) + ", using " + std::to_string(f.lo));
+        u = f.lo;
+    } else if (u > hi) {
+        st.note(path + ": " + std::to_string(u) + " > " + std::to_string(hi) + ", using " + std::to_string(hi));
+        u = hi;
+    }
+    dst = static_cast<T>(u);
+    return true;
+}
+
+bool apply_double(parse_state& st, const field& f, const json& v, double& dst) {
+    const std::string path(f.path);
+    double d = 0;
+    if (const auto* p = v.get_ptr<const json::number_unsigned_t*>())
+        d = static_cast<double>(*p);
+    else if (const auto* q = v.get_ptr<const json::number_integer_t*>())
+        d = static_cast<double>(*q);
+    else if (const auto* x = v.get_ptr<const json::number_float_t*>())
+        d = *x;
+    else
+        return st.fail(options_status::wrong_type, path, "expected a number");
+    if (!std::isfinite(d) || d < 0)
+        return st.fail(options_status::invalid_value, path, v.dump() + " is negative; expected a number >= 0");
+    const auto lo = static_cast<double>(f.lo);
+    const auto hi = static_cast<double>(f.hi);
+    if (d < lo) {
+        st.note(path + ": " + show_double(d) + " < " + show_double(lo) + ", using " + show_double(lo));
+        d = lo;
+    } else if (d > hi) {
+        st.note(path + ": " + show_double(d) + " > " + show_double(hi) + ", using " + show_double(hi));
+        d = hi;
+    }
+    dst = d;
+    return true;
+}
+
+// Empty when `text` is a usable "host:port" (IPv6 literals bracketed), else what is wrong.
+std::string check_source(std::string_view text) {
+    std::string_view host;
+    std::string_view port;
+    if (!text.empty() && text.front() == '[') {
+        const auto close = text.find(']');
+        if (close == std::string_view::npos) return "missing ] after the IPv6 address";
+        host = text.substr(1, close - 1);
+        const auto addr = ip_address::parse(host);
+        if (!addr || !addr->is_v6()) return "[" + std::string(host) + "] is not an IPv6 address";
+        if (close + 1 >= text.size() || text[close + 1] != ':') return "no port (expected [address]:port)";
+        port = text.substr(close + 2);
+    } else {
+        const auto colon = text.rfind(':');
+        if (colon == std::string_view::npos) return "no port (expected host:port)";
+        host = text.substr(0, colon);
+        port = text.substr(colon + 1);
+        if (host.find(':') != std::string_view::npos)
+            return "an IPv6 address must be in brackets (expected [address]:port)";
+        if (host.empty()) return "empty host (expected host:port)";
+        if (host.size() > 253) return "host longer than 253 characters";
+        for (const char c : host) {
+            const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                            c == '.' || c == '_';
+            if (!ok) return "host has a character that is not a letter, digit, '-', '.' or '_'";
+        }
+    }
+    unsigned p = 0;
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) std::from_chars(port.data(), port.data() + port.size(), p);
+    if (!digits || p < 1 || p > 65535) return "port must be 1..65535";
+    return {};
+}
+
+bool apply_special(parse_state& st, const field& f, special s, const json& v) {
+    const std::string path(f.path);
+    if (s == special::node_id) {
+        if (v.is_null()) {
+            st.o.dht.node_id.reset();
+            return true;
+        }
+        const auto* text = v.get_ptr<const json::string_t*>();
+        if (!text) return st.fail(options_status::wrong_type, path, "expected a string or null");
+        const auto id = id20::from_hex(*text);
+        if (!id) return st.fail(options_status::invalid_value, path, quote(*text) + " is not 40 hex digits");
+        st.o.dht.node_id = *id;
+        return true;
+    }
+    if (s == special::sources) {
+        if (!v.is_array()) return st.fail(options_status::wrong_type, path, "expected an array of \"host:port\" strings");
+        if (v.size() > max_bootstrap_sources)
+            return st.fail(options_status::invalid_value, path,
+                           std::to_string(v.size()) + " sources; at most " + std::to_string(max_bootstrap_sources));
+        std::vector<std::string> sources;
+        sources.reserve(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string at = path + "[" + std::to_string(i) + "]";
+            const auto* text = v[i].get_ptr<const json::string_t*>();
+            if (!text) return st.fail(options_status::wrong_type, at, "expected a \"host:port\" string");
+            if (const std::string why = check_source(*text); !why.empty())
+                return st.fail(options_status::invalid_value, at, quote(*text) + ": " + why);
+            sources.push_back(*text);
+        }
+        st.o.dht.crawl.bootstrap.sources = std::move(sources);
+        return true;
+    }
+    const auto* text = v.get_ptr<const json::string_t*>();
+    if (!text) return st.fail(options_status::wrong_type, path, "expected a string");
+    switch (s) {
+    case special::netmode:
+        if (*text == "ipv4")
+            st.o.dht.mode = engine::netmode::ipv4;
+        else if (*text == "ipv6")
+            st.o.dht.mode = engine::netmode::ipv6;
+        else if (*text == "dual")
+            st.o.dht.mode = engine::netmode::dual;
+        else
+            return st.fail(options_status::invalid_value, path,
+                           quote(*text) + " is not one of \"ipv4\", \"ipv6\", \"dual\"");
+        return true;
+    case special::bind_v4:
+    case special::bind_v6: {
+        const bool v6 = s == special::bind_v6;
+        const auto addr = ip_address::parse(*text);
+        if (!addr || addr->is_v6() != v6)
+            return st.fail(options_status::invalid_value, path,
+                           quote(*text) + (v6 ? " is not an IPv6 address" : " is not an IPv4 address"));
+        // Canonical text, so that equal addresses compare equal downstream.
+        (v6 ? st.o.dht.bind_v6 : st.o.dht.bind_v4) = addr->to_string();
+        return true;
+    }
+    default:
+        return true;
+    }
+}
+
+bool apply(parse_state& st, const field& f, const json& v) {
+    st.present[static_cast<std::size_t>(&f - fields)] = true;
+    return std::visit(
+        [&](const auto& ref) -> bool {
+            using R = std::decay_t<decltype(ref)>;
+            if constexpr (std::is_same_v<R, special>) {
+                return apply_special(st, f, ref, v);
+            } else if constexpr (std::is_same_v<R, bool_ref>) {
+                const auto* b = v.get_ptr<const json::boolean_t*>();
+                if (!b) return st.fail(options_status::wrong_type, std::string(f.path), "expected a boolean");
+                ref.at(st.o) = *b;
+                return true;
+            } else if constexpr (std::is_same_v<R, double_ref>) {
+                return apply_double(st, f, v, ref.at(st.o));
+            } else {
+                return apply_integer(st, f, v, ref.at(st.o));
+            }
+        },
+        f.ref);
+}
+
+bool walk(parse_state& st, const json& object, const std::string& prefix) {
+    for (auto it = object.begin(); it != object.end(); ++it) {
+        const std::string& key = it.key();
+        const std::string path = join(prefix, key);
+        // "crawl.pool" as one key would otherwise pass for the group: the seed's dotted
+        // names are written as nesting.
+        if (key.find('.') != std::string::npos || key.empty())
+            return st.fail(options_status::unknown_key, path, "unknown key");
+        if (const field* f = find_field(path)) {
+            if (!apply(st, *f, it.value())) return false;
+        } else if (is_group(path)) {
+            if (!it.value().is_object()) return st.fail(options_status::wrong_type, path, "expected an object");
+            if (!walk(st, it.value(), path)) return false;
+        } else {
+            return st.fail(options_status::unknown_key, path, "unknown key");
+        }
+    }
+    return true;
+}
+
+// Rules that involve more than one key, after every key has been applied.
+bool cross_check(parse_state& st) {
+    auto& pool = st.o.dht.crawl.pool;
+    if (pool.low_watermark > pool.capacity) {
+        st.note("crawl.pool.low_watermark: " + std::to_string(pool.low_watermark) + " > crawl.pool.capacity " +
+                std::to_string(pool.capacity) + ", using " + std::to_string(pool.capacity));
+        pool.low_watermark = pool.capacity;
+    }
+
+    // Each target draw is a random walk or a sparse bucket: the two shares must make 100.
+    auto& t = st.o.dht.crawl.target;
+    const bool walk_given = st.present[index_of("crawl.target.random_walk_percent")];
+    const bool sparse_given = st.present[index_of("crawl.target.sparse_bucket_percent")];
+    if (t.random_walk_percent + t.sparse_bucket_percent == 100) return true;
+    if (walk_given != sparse_given) {
+        // One share given: the other is the rest, not the default rescaled with it.
+        if (walk_given) {
+            t.sparse_bucket_percent = 100 - t.random_walk_percent;
+            st.note("crawl.target.sparse_bucket_percent: not given, using 100 - crawl.target.random_walk_percent = " +
+                    std::to_string(t.sparse_bucket_percent));
+        } else {
+            t.random_walk_percent = 100 - t.sparse_bucket_percent;
+            st.note("crawl.target.random_walk_percent: not given, using 100 - crawl.target.sparse_bucket_percent = " +
+                    std::to_string(t.random_walk_percent));
+        }
+        return true;
+    }
+    const unsigned sum = t.random_walk_percent + t.sparse_bucket_percent; // each is <= 100 here
+    if (sum == 0)
+        return st.fail(options_status::invalid_value, "crawl.target",
+                       "random_walk_percent + sparse_bucket_percent is 0; they must sum to 100");
+    const unsigned walk = (t.random_walk_percent * 100 + sum / 2) / sum;
+    st.note("crawl.target: random_walk_percent " + std::to_string(t.random_walk_percent) + " + sparse_bucket_percent " +
+            std::to_string(t.sparse_bucket_percent) + " = " + std::to_string(sum) + ", scaled to " +
+            std::to_string(walk) + " + " + std::to_string(100 - walk));
+    t.random_walk_percent = walk;
+    t.sparse_bucket_percent = 100 - walk;
+    return true;
+}
+
+// A first pass over the text that reports what the DOM parser would hide or accept: the
+// byte position of a syntax error, nesting beyond max_options_depth, and repeated keys
+// (nlohmann keeps the last one silently; a strict document names each option once).
+class syntax_check final : public nlohmann::json_sax<json> {
+public:
+    options_result result;
+
+    bool null() override { return element(); }
+    bool boolean(bool) override { return element(); }
+    bool number_integer(number_integer_t) override { return element(); }
+    bool number_unsigned(number_unsigned_t) override { return element(); }
+    bool number_float(number_float_t, const string_t&) override { return element(); }
+    bool string(string_t&) override { return element(); }
+    bool binary(binary_t&) override { return element(); }
+    bool start_object(std::size_t) override { return element() && open(true); }
+    bool key(string_t& k) override {
+        frame& f = frames_.back();
+        f.key = k;
+        if (!f.keys.insert(k).second) return fail(path(), "key repeated in its object");
+        return true;
+    }
+    bool end_object() override {
+        frames_.pop_back();
+        return true;
+    }
+    bool start_array(std::size_t) override { return element() && open(false); }
+    bool end_array() override {
+        frames_.pop_back();
+        return true;
+    }
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+        std::string what = ex.what();
+        // Drop the library's "[json.exception.parse_error.101] " prefix.
+        if (const auto close = what.find("] "); !what.empty() && what.front() == '[' && close != std::string::npos)
+            what.erase(0, close + 2);
+        // It quotes the input around the error, which may be any bytes: keep the message
+        // printable ASCII, so every binding can decode it.
+        for (char& c : what)
+            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+        result.offset = position;
+        fail("", "invalid JSON at byte " + std::to_string(position) + ": " + what);
+        return false;
+    }
+
+private:
+    struct frame {
+        bool object = false;
+        std::string key;        // objects: the current key
+        std::size_t index = 0;  // arrays: the current element
+        std::size_t count = 0;  // arrays: elements seen
+        std::set<std::string> keys;
+    };
+    std::vector<frame> frames_;
+
+    bool element() {
+        if (!frames_.empty() && !frames_.back().object) frames_.back().index = frames_.back().count++;
+        return true;
+    }
+    bool open(bool object) {
+        if (frames_.size() >= max_options_depth)
+            return fail(path(), "nested deeper than " + std::to_string(max_options_depth) + " levels");
+        frames_.push_back(frame{});
+        frames_.back().object = object;
+        return true;
+    }
+    std::string path() const {
+        std::string p;
+        for (const auto& f : frames_) {
+            if (f.object)
+                p = join(p, f.key);
+            else
+                p += "[" + std::to_string(f.index) + "]";
+        }
+        return p;
+    }
+    bool fail(std::string p, std::string what) {
+        result.status = options_status::invalid_json;
+        result.message = shown_path(p) + ": " + what;
+        result.path = std::move(p);
+        return false;
+    }
+};
+
+// The node where `path` lives in `root`, created as nested objects on the way.
+json& slot(json& root, std::string_view path) {
+    json* at = &root;
+    for (;;) {
+        const auto dot = path.find('.');
+        at = &(*at)[std::string(path.substr(0, dot))];
+        if (dot == std::string_view::npos) return *at;
+        path.remove_prefix(dot + 1);
+    }
+}
+
+} // namespace
+
+std::string_view to_string(options_status s) noexcept {
+    switch (s) {
+    case options_status::ok: return "ok";
+    case options_status::invalid_json: return "invalid_json";
+    case options_status::unknown_key: return "unknown_key";
+    case options_status::wrong_type: return "wrong_type";
+    case options_status::invalid_value: return "invalid_value";
+    }
+    return "unknown";
+}
+
+options_result parse_options(std::string_view text, engine::crawler_options& out) {
+    if (text.size() > max_options_document_bytes) {
+        options_result r;
+        r.status = options_status::invalid_json;
+        r.message = "(document): " + std::to_string(text.size()) + " bytes; at most " +
+                    std::to_string(max_options_document_bytes);
+        return r;
+    }
+    {
+        syntax_check check;
+        if (!json::sax_parse(text.begin(), text.end(), &check)) return std::move(check.result);
+    }
+    const json doc = json::parse(text.begin(), text.end(), nullptr, false);
+    parse_state st;
+    if (doc.is_discarded()) { // the check above passed, so this is not expected
+        st.fail(options_status::invalid_json, "", "invalid JSON");
+        return std::move(st.r);
+    }
+    if (!doc.is_object()) {
+        st.fail(options_status::wrong_type, "", "expected an object");
+        return std::move(st.r);
+    }
+    if (!walk(st, doc, "") || !cross_check(st)) return std::move(st.r);
+
+    // Outgoing metadata TCP leaves from the DHT's v4 address when one is pinned.
+    const auto v4 = ip_address::parse(st.o.dht.bind_v4);
+    if (v4 && *v4 != ip_address::v4(0u))
+        st.o.metadata.bind_v4 = *v4;
+    else
+        st.o.metadata.bind_v4.reset();
+    out = std::move(st.o);
+    return std::move(st.r);
+}
+
+nlohmann::json to_json(const engine::crawler_options& o) {
+    O m = o; // the accessors hand out mutable references; read them from a copy
+    json root = json::object();
+    for (const auto& f : fields) {
+        json& at = slot(root, f.path);
+        std::visit(
+            [&](const auto& ref) {
+                using R = std::decay_t<decltype(ref)>;
+                if constexpr (std::is_same_v<R, special>) {
+                    switch (ref) {
+                    case special::netmode:
+                        at = o.dht.mode == engine::netmode::ipv6 ? "ipv6"
+                             : o.dht.mode == engine::netmode::dual ? "dual"
+                                                                   : "ipv4";
+                        break;
+                    case special::bind_v4: at = o.dht.bind_v4; break;
+                    case special::bind_v6: at = o.dht.bind_v6; break;
+                    case special::node_id: at = o.dht.node_id ? json(o.dht.node_id->hex()) : json(nullptr); break;
+                    case special::sources: at = o.dht.crawl.bootstrap.sources; break;
+                    }
+                } else {
+                    at = ref.at(m);
+                }
+            },
+            f.ref);
+    }
+    return root;
+}
+
+std::string default_options_json() { return to_json(engine::crawler_options{}).dump(2); }
+
+} // namespace dhtc::api

@@ -1,0 +1,311 @@
+// The C ABI as a host sees it: statuses and messages, the lifecycle many times over with
+// fetches in flight, callbacks and their rules, polling, and snapshots under concurrency.
+// Everything goes through dhtcrawler.h; fake peers and a UDP socket stand in for the DHT.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dhtcrawler.h"
+#include "bencode/decoder.hpp"
+#include "krpc/encode.hpp"
+#include "krpc/message.hpp"
+#include "support/fake_peer.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* loopback_options = R"({"port":0,"bind_v4":"127.0.0.1","allow_private_addresses":true,
+  "crawl":{"bootstrap":{"sources":[]}},"metadata":{"timeout_secs":2,"gate_timeout_millis":2000}})";
+
+std::string take(char* s) {
+    std::string out = s ? s : "";
+    dhtc_string_free(s);
+    return out;
+}
+
+nlohmann::json stats_of(dhtc_crawler* c) {
+    char* s = nullptr;
+    REQUIRE(dhtc_crawler_stats(c, &s) == DHTC_OK);
+    return nlohmann::json::parse(take(s));
+}
+
+std::uint16_t udp_port_of(dhtc_crawler* c) {
+    const std::string ep = stats_of(c).at("endpoints").at(0);
+    return static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
+}
+
+std::size_t thread_count() {
+    std::size_t n = 0;
+    if (DIR* d = opendir("/proc/self/task")) {
+        while (readdir(d)) ++n;
+        closedir(d);
+    }
+    return n - 2; // . and ..
+}
+
+// A DHT client on loopback that gets a token from the crawler and announces a peer to it.
+struct announcer {
+    int fd;
+    explicit announcer() : fd(socket(AF_INET, SOCK_DGRAM, 0)) {
+        timeval tv{1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        sockaddr_in local{};
+        local.sin_family = AF_INET;
+        local.sin_addr.s_addr = htonl(0x7f000001);
+        bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local);
+    }
+    ~announcer() { close(fd); }
+
+    std::string ask(std::uint16_t port, const std::string& packet) {
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(port);
+        to.sin_addr.s_addr = htonl(0x7f000001);
+        sendto(fd, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+        char buf[1500];
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+    }
+
+    void announce(std::uint16_t crawler_port, const dhtc::id20& info_hash, std::uint16_t peer_port) {
+        dhtc::id20 me;
+        me.bytes.fill(0x42);
+        std::string q;
+        dhtc::krpc::encode_get_peers(q, {"gp", me, {}}, info_hash);
+        const std::string reply = ask(crawler_port, q);
+        dhtc::bencode::document doc;
+        REQUIRE(dhtc::bencode::decode(std::string_view(reply), doc, dhtc::krpc::packet_limits));
+        dhtc::krpc::message m;
+        REQUIRE(dhtc::krpc::parse(doc.root(), m));
+        REQUIRE(m.response.has_token);
+        const std::string token(m.response.token);
+        std::string a;
+        dhtc::krpc::encode_announce_peer(a, {"ap", me, {}}, info_hash, peer_port, token, false);
+        REQUIRE_FALSE(ask(crawler_port, a).empty());
+    }
+};
+
+std::string fixture(const char* name) {
+    std::ifstream in(std::string(DHTC_FIXTURE_DIR) + "/info/" + name + ".info", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+} // namespace
+
+TEST_SUITE("capi") {
+
+TEST_CASE("version and ABI agree with the header") {
+    CHECK(dhtc_abi_version() == DHTC_ABI_VERSION);
+    CHECK(std::string(dhtc_version()).size() >= 5);
+    CHECK(std::string(dhtc_status_name(DHTC_ERR_BIND)) == "DHTC_ERR_BIND");
+}
+
+TEST_CASE("bad JSON and bad options return the right status and a message naming the key") {
+    dhtc_crawler* c = reinterpret_cast<dhtc_crawler*>(1);
+    CHECK(dhtc_crawler_create("{not json", &c) == DHTC_ERR_INVALID_JSON);
+    CHECK(c == nullptr);
+    CHECK(std::string(dhtc_last_error()).size() > 0);
+    CHECK(dhtc_crawler_create(R"({"metadata":{"timout_secs":4}})", &c) == DHTC_ERR_INVALID_OPTION);
+    CHECK(std::string(dhtc_last_error()).find("metadata.timout_secs") != std::string::npos);
+    CHECK(dhtc_crawler_create(R"({"crawl":{"rate_limit":{"burst":"many"}}})", &c) == DHTC_ERR_INVALID_OPTION);
+    CHECK(std::string(dhtc_last_error()).find("crawl.rate_limit.burst") != std::string::npos);
+    CHECK(dhtc_crawler_create(R"({"netmode":"ipv5"})", &c) == DHTC_ERR_INVALID_OPTION);
+    CHECK(dhtc_crawler_create(loopback_options, nullptr) == DHTC_ERR_INVALID_ARGUMENT);
+    CHECK(dhtc_crawler_destroy(nullptr) == DHTC_OK);
+    CHECK(dhtc_crawler_start(nullptr) == DHTC_ERR_INVALID_ARGUMENT);
+    // A port in use is a bind error, reported at create.
+    dhtc_crawler* first = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &first) == DHTC_OK);
+    const std::string taken = R"({"port":)" + std::to_string(udp_port_of(first)) + R"(,"bind_v4":"127.0.0.1","crawl":{"bootstrap":{"sources":[]}}})";
+    CHECK(dhtc_crawler_create(taken.c_str(), &c) == DHTC_ERR_BIND);
+    CHECK(std::string(dhtc_last_error()).find("bind") != std::string::npos);
+    CHECK(dhtc_crawler_destroy(first) == DHTC_OK);
+}
+
+TEST_CASE("the defaults document parses and is accepted back") {
+    char* s = nullptr;
+    REQUIRE(dhtc_default_options(&s) == DHTC_OK);
+    const std::string defaults = take(s);
+    const auto j = nlohmann::json::parse(defaults);
+    CHECK(j.at("port") == 6881);
+    CHECK(j.at("metadata").at("timeout_secs") == 4);
+    auto mine = j;
+    mine["port"] = 0;
+    mine["bind_v4"] = "127.0.0.1";
+    mine["crawl"]["bootstrap"]["sources"] = nlohmann::json::array();
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(mine.dump().c_str(), &c) == DHTC_OK);
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+}
+
+TEST_CASE("create, start, shutdown, destroy 200 times with fetches in flight; no thread left behind") {
+    dhtc::test::peer_script silent;
+    silent.mode = dhtc::test::peer_mode::silent;
+    dhtc::test::fake_peer peer(fixture("v1_single"), silent);
+    announcer client;
+    const std::size_t threads_before = thread_count();
+    std::atomic<int> completions{0};
+    for (int i = 0; i < 200; ++i) {
+        dhtc_crawler* c = nullptr;
+        REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+        dhtc_crawler_set_completion_callback(
+            c, [](const char*, void* u) { static_cast<std::atomic<int>*>(u)->fetch_add(1); }, &completions);
+        REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+        client.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
+        if (i % 20 == 0) std::this_thread::sleep_for(50ms); // some rounds surely connected
+        CHECK(dhtc_crawler_shutdown(c) == DHTC_OK);
+        CHECK(dhtc_crawler_shutdown(c) == DHTC_OK); // idempotent
+        CHECK(dhtc_crawler_start(c) == DHTC_ERR_STATE);
+        CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    }
+    CHECK(thread_count() <= threads_before);
+    // Rounds that got through the gate before each shutdown completed (as cancelled).
+    CHECK(completions.load() > 0);
+}
+
+TEST_CASE("shutdown from inside a callback ends run(); destroy there is refused") {
+    dhtc::test::fake_peer peer(fixture("v1_single"));
+    struct ctx {
+        dhtc_crawler* c;
+        int destroy_status = 0;
+        int torrents = 0;
+    } x{};
+    REQUIRE(dhtc_crawler_create(loopback_options, &x.c) == DHTC_OK);
+    dhtc_crawler_set_torrent_callback(
+        x.c,
+        [](const char* json, const unsigned char* info, size_t len, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            ++s->torrents;
+            CHECK(nlohmann::json::parse(json).at("peer").is_string());
+            CHECK(len > 0);
+            CHECK(info != nullptr);
+            s->destroy_status = dhtc_crawler_destroy(s->c);
+            CHECK(dhtc_crawler_shutdown(s->c) == DHTC_OK);
+        },
+        &x);
+    const auto port = udp_port_of(x.c);
+    std::thread feeder([&] {
+        std::this_thread::sleep_for(100ms);
+        announcer a;
+        a.announce(port, peer.info_hash(), peer.local_endpoint().port);
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread guard([&] { // the test must end even if run() never returns
+        while (std::chrono::steady_clock::now() - t0 < 20s && dhtc_crawler_wait(x.c, 100) == DHTC_ERR_TIMEOUT) {
+        }
+        dhtc_crawler_shutdown(x.c);
+    });
+    CHECK(dhtc_crawler_run(x.c) == DHTC_OK);
+    feeder.join();
+    guard.join();
+    CHECK(x.torrents == 1);
+    CHECK(x.destroy_status == DHTC_ERR_STATE);
+    CHECK(dhtc_crawler_destroy(x.c) == DHTC_OK);
+}
+
+TEST_CASE("polling: gate and torrent events carry ids and are answered; completions follow") {
+    dhtc::test::fake_peer peer(fixture("v1_multi"));
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_enable_polling(c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    CHECK(dhtc_crawler_enable_polling(c) == DHTC_ERR_STATE);
+    announcer a;
+    a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
+    std::vector<std::string> types;
+    std::string torrent_bytes;
+    for (int i = 0; i < 50 && types.size() < 3; ++i) {
+        char* json = nullptr;
+        char* info = nullptr;
+        size_t len = 0;
+        const int rc = dhtc_crawler_poll_event(c, 200, &json, &info, &len);
+        if (rc == DHTC_ERR_TIMEOUT) continue;
+        REQUIRE(rc == DHTC_OK);
+        const auto ev = nlohmann::json::parse(take(json));
+        if (ev.at("type") == "observation") { // the announcer's get_peers, seen as an observation
+            CHECK(ev.at("kind") == "get_peers");
+            continue;
+        }
+        types.push_back(ev.at("type"));
+        CHECK(ev.at("schema") == 1);
+        if (ev.at("type") == "gate" || ev.at("type") == "torrent") {
+            CHECK(dhtc_crawler_answer(c, ev.at("id"), 1) == DHTC_OK);
+            CHECK(dhtc_crawler_answer(c, ev.at("id"), 1) == DHTC_ERR_NOT_FOUND);
+        }
+        if (ev.at("type") == "torrent") {
+            torrent_bytes.assign(info, len);
+            CHECK(ev.at("torrent").at("info_hash") == peer.info_hash().hex());
+        }
+        if (ev.at("type") == "completion") CHECK(ev.at("outcome") == "accepted");
+        dhtc_string_free(info);
+    }
+    CHECK(types == std::vector<std::string>{"gate", "torrent", "completion"});
+    CHECK(torrent_bytes == peer.info_dict());
+    CHECK(dhtc_crawler_shutdown(c) == DHTC_OK);
+    // What is left (observations) comes out, then the end.
+    int rc = DHTC_OK;
+    for (int i = 0; i < 100 && rc == DHTC_OK; ++i) {
+        char* json = nullptr;
+        rc = dhtc_crawler_poll_event(c, 100, &json, nullptr, nullptr);
+        dhtc_string_free(json);
+    }
+    CHECK(rc == DHTC_ERR_STATE);
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+}
+
+TEST_CASE("snapshots and metrics read from several threads while traffic flows") {
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    const auto port = udp_port_of(c);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 4; ++t)
+        readers.emplace_back([&] {
+            while (!stop) {
+                char* s = nullptr;
+                CHECK(dhtc_crawler_stats(c, &s) == DHTC_OK);
+                dhtc_string_free(s);
+                CHECK(dhtc_crawler_observability(c, &s) == DHTC_OK);
+                dhtc_string_free(s);
+                CHECK(dhtc_crawler_metrics(c, &s) == DHTC_OK);
+                dhtc_string_free(s);
+            }
+        });
+    announcer a;
+    for (int i = 0; i < 200; ++i) {
+        dhtc::id20 h;
+        h.bytes.fill(static_cast<std::uint8_t>(i));
+        dhtc::id20 me;
+        me.bytes.fill(0x42);
+        std::string q;
+        dhtc::krpc::encode_get_peers(q, {"gp", me, {}}, h);
+        a.ask(port, q);
+    }
+    stop = true;
+    for (auto& r : readers) r.join();
+    char* s = nullptr;
+    REQUIRE(dhtc_crawler_observability(c, &s) == DHTC_OK);
+    const auto obs = nlohmann::json::parse(take(s));
+    CHECK(obs.at("schema") == 1);
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+}
+
+} // TEST_SUITE
