@@ -17,23 +17,7 @@ using namespace dhtc;
 using namespace dhtc::krpc;
 using bencode::entry;
 
-// Counting global allocator: lets the tests assert that parsing and (warm) encoding do not
-// touch the heap, which is what the 150k queries/s budget relies on. GCC flags the inlined
-// malloc/free pair of a replaced operator new/delete as mismatched; it is the standard way
-// to replace them.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<std::size_t> g_allocations{0};
-}
-void* operator new(std::size_t n) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "support/allocation_counter.hpp"
 
 namespace {
 
