@@ -71,15 +71,28 @@ struct announcer {
     }
     ~announcer() { close(fd); }
 
+    // Sends a query and returns the reply to it. The crawler may also query us (we are a
+    // node to it, and loopback is allowed here): such datagrams are skipped.
     std::string ask(std::uint16_t port, const std::string& packet) {
         sockaddr_in to{};
         to.sin_family = AF_INET;
         to.sin_port = htons(port);
         to.sin_addr.s_addr = htonl(0x7f000001);
         sendto(fd, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-        char buf[1500];
-        const ssize_t n = recv(fd, buf, sizeof buf, 0);
-        return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+        dhtc::bencode::document sent;
+        REQUIRE(dhtc::bencode::decode(std::string_view(packet), sent));
+        const std::string t(sent.root().find_string("t").as_string());
+        for (int i = 0; i < 16; ++i) {
+            char buf[1500];
+            const ssize_t n = recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) return {};
+            const std::string reply(buf, static_cast<std::size_t>(n));
+            dhtc::bencode::document doc;
+            if (!dhtc::bencode::decode(std::string_view(reply), doc)) continue;
+            const auto y = doc.root().find_string("y").as_string();
+            if ((y == "r" || y == "e") && doc.root().find_string("t").as_string() == t) return reply;
+        }
+        return {};
     }
 
     void announce(std::uint16_t crawler_port, const dhtc::id20& info_hash, std::uint16_t peer_port) {
