@@ -18,11 +18,6 @@
 using namespace dhtc;
 
 namespace {
-struct null_sink final : crawl::crawl_sink {
-    void on_hash(const crawl::hash_event&) override {}
-    void on_observation(const crawl::observation&) override {}
-    double metadata_pressure() const override { return 0; }
-};
 
 double cpu_seconds() {
     rusage u{};
@@ -49,7 +44,7 @@ int main(int argc, char** argv) {
     rl.max_response_rate_per_sec = 1e9;
     rl.max_response_bytes_per_sec = 1e12;
     rl.max_response_rate_per_source = 1e9;
-    null_sink sink;
+    crawl::null_sink sink;
     std::string error;
     auto e = engine::dht_engine::create(o, sink, error);
     if (!e) {

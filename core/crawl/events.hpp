@@ -48,6 +48,14 @@ public:
     virtual double metadata_pressure() const = 0;
 };
 
+/// A sink that keeps nothing: for the DHT side on its own (benchmarks, engine tests).
+class null_sink final : public crawl_sink {
+public:
+    void on_hash(const hash_event&) override {}
+    void on_observation(const observation&) override {}
+    double metadata_pressure() const override { return 0.0; }
+};
+
 inline std::string_view to_string(hash_source s) noexcept {
     switch (s) {
     case hash_source::announce: return "announce";

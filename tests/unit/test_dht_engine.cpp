@@ -19,11 +19,6 @@ using namespace dhtc;
 
 namespace {
 
-struct null_sink final : crawl::crawl_sink {
-    void on_hash(const crawl::hash_event&) override {}
-    void on_observation(const crawl::observation&) override {}
-    double metadata_pressure() const override { return 0; }
-};
 
 engine::dht_engine_options loopback(engine::netmode mode) {
     engine::dht_engine_options o;
@@ -77,7 +72,7 @@ std::optional<endpoint> ping(const endpoint& to) {
 TEST_SUITE("dht_engine") {
 
 TEST_CASE("each netmode binds its sockets, reports the bound ports and answers over each family") {
-    null_sink sink;
+    crawl::null_sink sink;
     std::string error;
     SUBCASE("ipv4") {
         auto e = engine::dht_engine::create(loopback(engine::netmode::ipv4), sink, error);
@@ -120,7 +115,7 @@ TEST_CASE("each netmode binds its sockets, reports the bound ports and answers o
 }
 
 TEST_CASE("a port in use and a bad bind address fail at create with a message") {
-    null_sink sink;
+    crawl::null_sink sink;
     std::string error;
     auto first = engine::dht_engine::create(loopback(engine::netmode::ipv4), sink, error);
     REQUIRE(first);
@@ -135,7 +130,7 @@ TEST_CASE("a port in use and a bad bind address fail at create with a message") 
 }
 
 TEST_CASE("a stopped engine that was never started closes cleanly") {
-    null_sink sink;
+    crawl::null_sink sink;
     std::string error;
     auto e = engine::dht_engine::create(loopback(engine::netmode::dual), sink, error);
     REQUIRE(e);
