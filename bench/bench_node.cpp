@@ -18,7 +18,6 @@
 using namespace dhtc;
 
 namespace {
-
 double cpu_seconds() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);

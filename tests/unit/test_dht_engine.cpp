@@ -19,7 +19,6 @@ using namespace dhtc;
 
 namespace {
 
-
 engine::dht_engine_options loopback(engine::netmode mode) {
     engine::dht_engine_options o;
     o.port = 0;
