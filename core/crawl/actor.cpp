@@ -79,7 +79,7 @@ void actor::turn() {
                          [&](const pending_query& q) {
                              bump(stats_.timeouts);
                              subnets_.release(q.to);
-                             handle_failure(q, now);
+                             handle_failure(q);
                          });
     recent_.purge(now, purge_per_turn);
     ring_.purge(now, purge_per_turn);
@@ -104,7 +104,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
     subnets_.release(q->to);
     if (!parsed) {
         bump(stats_.reply_malformed);
-        handle_failure(*q, now);
+        handle_failure(*q);
         return;
     }
     if (msg_.type == krpc::message_type::error) {
@@ -115,13 +115,13 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
             src.answered = true;
             if (src.awaiting) --src.awaiting;
         } else {
-            handle_failure(*q, now);
+            handle_failure(*q);
         }
         return;
     }
     if (msg_.id == own_id_) {
         bump(stats_.reply_own_id);
-        handle_failure(*q, now);
+        handle_failure(*q);
         return;
     }
     bump(stats_.replies);
@@ -180,8 +180,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
     }
 }
 
-void actor::handle_failure(const pending_query& q, time_point now) {
-    (void)now;
+void actor::handle_failure(const pending_query& q) {
     switch (q.kind) {
     case query_kind::bootstrap:
         if (q.context < bootstrap_.size()) {

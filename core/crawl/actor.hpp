@@ -119,7 +119,7 @@ private:
     enum class send_result : std::uint8_t { sent, no_rate, refused };
 
     void handle_reply(const dht::inbound_reply& r, time_point now);
-    void handle_failure(const pending_query& q, time_point now);
+    void handle_failure(const pending_query& q);
     void admit(const krpc::node_entry& e, time_point now);
     void schedule_sample(const krpc::node_entry& n, time_point due);
     void maybe_bootstrap(time_point now);
