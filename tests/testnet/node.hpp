@@ -143,6 +143,6 @@ private:
 };
 
 /// The `v` every simulated node and seeder sends.
-inline constexpr std::string_view client_version = "TN\x00\x01";
+inline constexpr std::string_view client_version{"TN\x00\x01", 4};
 
 } // namespace dhtc::testnet
