@@ -2,7 +2,12 @@
 // internet. Prints "BOOTSTRAP ip:port" on stdout when ready; logs go to stderr.
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
+
+#include <array>
+#include <functional>
+#include <unistd.h>
 
 #include <charconv>
 #include <chrono>
@@ -41,6 +46,7 @@ struct options {
     std::int64_t sample_interval = 60;
     std::size_t max_lookups = 256;
     bool quiet = false;
+    bool stop_on_stdin_eof = false;
 };
 
 constexpr const char* usage = R"(usage: dhtcrawler-testnet [options]
@@ -65,6 +71,8 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
   --sample-interval S  BEP-51 interval the nodes ask for (default 60)
   --max-lookups N      lookups in flight at once (default 256)
   --quiet              no periodic statistics on stderr
+  --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
+                       holds a pipe open and closes it to say "stop")
   --help               this text
 )";
 
@@ -91,6 +99,10 @@ std::optional<options> parse_args(int argc, char** argv) {
         }
         if (a == "--quiet") {
             o.quiet = true;
+            continue;
+        }
+        if (a == "--stop-on-stdin-eof") {
+            o.stop_on_stdin_eof = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -200,6 +212,8 @@ int run(const options& o) {
     }
 
     bool stopping = false;
+    asio::posix::stream_descriptor stdin_watch(io);
+    std::array<char, 256> stdin_buf{};
     asio::steady_timer stats_timer(io);
     asio::steady_timer end_timer(io);
     asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -210,12 +224,26 @@ int run(const options& o) {
         stats_timer.cancel();
         end_timer.cancel();
         signals.cancel();
+        if (stdin_watch.is_open()) {
+            asio::error_code ignored;
+            stdin_watch.close(ignored);
+        }
         seeders.stop();
         net.stop();
     };
     signals.async_wait([&](const asio::error_code& ec, int sig) {
         if (!ec) shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
     });
+    std::function<void()> watch_stdin = [&] {
+        stdin_watch.async_read_some(asio::buffer(stdin_buf), [&](const asio::error_code& ec, std::size_t) {
+            if (ec) shutdown("stdin closed");
+            else watch_stdin();
+        });
+    };
+    if (o.stop_on_stdin_eof) {
+        stdin_watch.assign(::dup(STDIN_FILENO));
+        watch_stdin();
+    }
     end_timer.expires_after(std::chrono::seconds(o.duration));
     end_timer.async_wait([&](const asio::error_code& ec) {
         if (!ec) shutdown("duration reached");

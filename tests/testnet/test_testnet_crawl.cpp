@@ -55,7 +55,7 @@ TEST_CASE("testnet.crawl: the crawler delivers the testnet's torrents exactly as
     const auto truth_path = dir / "truth.json";
     test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "300", "--seeders", "24", "--torrents",
                           std::to_string(torrent_count), "--misbehave", "0.2", "--seed", "7", "--duration", "240",
-                          "--reannounce", "60", "--churn", "0.05", "--quiet", "--truth", truth_path.string()});
+                          "--reannounce", "60", "--churn", "0.05", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()});
     std::string bootstrap;
     const auto ready_deadline = std::chrono::steady_clock::now() + 120s;
     while (bootstrap.empty() && std::chrono::steady_clock::now() < ready_deadline) {
