@@ -24,7 +24,7 @@ catalog::catalog(std::uint64_t seed, std::size_t count) : seed_(seed) {
         if (parsed.has_v2()) t.keys.push_back(metadata::truncate_to_id20(parsed.sha256));
         parsed.info_hash = t.keys.front();
         t.info_size = info.size();
-        t.truth = metadata::to_json(parsed);
+        t.truth = metadata::to_json_line(parsed);
         for (const auto& k : t.keys) by_key_.emplace_back(k, static_cast<std::uint32_t>(i));
     }
     std::sort(by_key_.begin(), by_key_.end());

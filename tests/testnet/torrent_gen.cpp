@@ -1,5 +1,7 @@
 #include "testnet/torrent_gen.hpp"
 
+#include <algorithm>
+
 #include "bencode/encoder.hpp"
 #include "testnet/rng.hpp"
 
@@ -121,6 +123,10 @@ std::string make_info_dict(std::uint64_t seed, std::size_t index) {
         total = std::max<std::uint64_t>(file_count, total > file_count * piece_length ? total - file_count * piece_length : total);
     }
     auto files = make_files(r, file_count, total, unicode_paths);
+    // A hybrid's v1 list must follow its v2 tree order (sorted paths): libtorrent rejects
+    // the metadata otherwise ("v1 and v2 file lists do not match").
+    if (k == kind::hybrid)
+        std::sort(files.begin(), files.end(), [](const file_spec& a, const file_spec& b) { return a.path < b.path; });
 
     std::uint64_t covered = 0; // bytes the v1 pieces cover, padding included
     if (has_v1) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "metadata/torrent_json.hpp"
 
 namespace dhtc::testnet {
@@ -20,16 +22,19 @@ bool write_truth(const std::string& path, const catalog& torrents, const std::ve
         out << "[\n";
         for (std::size_t i = 0; i < torrents.size(); ++i) {
             const auto& t = torrents.at(i);
-            nlohmann::json j = t.truth;
-            auto& seeders = j["seeders"] = nlohmann::json::array();
+            // The parser's form, then our fields, spliced before its closing brace.
+            nlohmann::json extra = nlohmann::json::object();
+            auto& seeders = extra["seeders"] = nlohmann::json::array();
             for (auto s : t.seeders) seeders.push_back(seeder_endpoints.at(s));
-            auto& keys = j["announce_keys"] = nlohmann::json::array();
+            auto& keys = extra["announce_keys"] = nlohmann::json::array();
             for (const auto& k : t.keys) keys.push_back(k.hex());
             if (with_first_served) {
-                j["first_served_at"] =
+                extra["first_served_at"] =
                     t.first_served_at ? nlohmann::json(metadata::to_rfc3339(*t.first_served_at)) : nlohmann::json(nullptr);
             }
-            out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << (i + 1 < torrents.size() ? ",\n" : "\n");
+            const std::string tail = extra.dump();
+            out.write(t.truth.data(), static_cast<std::streamsize>(t.truth.size() - 1));
+            out << ',' << std::string_view(tail).substr(1) << (i + 1 < torrents.size() ? ",\n" : "\n");
         }
         out << "]\n";
         out.flush();
