@@ -38,9 +38,24 @@ std::optional<std::size_t> catalog::find(const id20& key) const {
 
 std::string catalog::info_dict(std::size_t i) const { return make_info_dict(seed_, i); }
 
-void catalog::mark_served(std::size_t i) {
+void catalog::piece_served(std::size_t i, std::uint32_t requester_ip, std::size_t piece, std::size_t pieces) {
     auto& t = torrents_[i];
-    if (!t.first_served_at) t.first_served_at = std::chrono::system_clock::now();
+    if (t.first_served_at || piece >= pieces) return;
+    const std::uint64_t key = std::uint64_t{i} << 32 | requester_ip;
+    auto it = partial_.find(key);
+    if (it == partial_.end()) {
+        // Past the cap, forgetting all partial transfers only delays a first_served_at.
+        if (partial_.size() >= max_partial) partial_.clear();
+        it = partial_.emplace(key, std::vector<bool>(pieces, false)).first;
+    }
+    auto& had = it->second;
+    had[piece] = true;
+    if (std::find(had.begin(), had.end(), false) != had.end()) return;
+    t.first_served_at = std::chrono::system_clock::now();
+    ++served_;
+    // Other requesters' partial transfers of this torrent no longer matter; they are
+    // dropped lazily with the cap.
+    partial_.erase(it);
 }
 
 } // namespace dhtc::testnet

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "util/id20.hpp"
@@ -38,12 +39,19 @@ public:
     /// Regenerates torrent i's info dict (the generator is deterministic).
     std::string info_dict(std::size_t i) const;
 
-    void mark_served(std::size_t i);
+    /// A well-behaved seeder served `piece` (of `pieces`) of torrent i to `requester_ip`.
+    /// first_served_at is set once one requester has had every piece, from one connection
+    /// or several (a fetcher may spread the pieces over seeders).
+    void piece_served(std::size_t i, std::uint32_t requester_ip, std::size_t piece, std::size_t pieces);
+    std::size_t served_count() const noexcept { return served_; }
 
 private:
+    static constexpr std::size_t max_partial = 65536;
     std::uint64_t seed_;
     std::vector<torrent> torrents_;
     std::vector<std::pair<id20, std::uint32_t>> by_key_; // sorted
+    std::unordered_map<std::uint64_t, std::vector<bool>> partial_; // (torrent, requester) -> pieces had
+    std::size_t served_ = 0;
 };
 
 } // namespace dhtc::testnet

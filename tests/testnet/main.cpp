@@ -267,8 +267,7 @@ int run(const options& o) {
             if (ec) return;
             const auto& s = net.stats();
             const auto& ss = seeders.stats();
-            std::size_t served = 0;
-            for (std::size_t i = 0; i < torrents.size(); ++i) served += torrents.at(i).first_served_at ? 1 : 0;
+            const std::size_t served = torrents.served_count();
             std::fprintf(stderr,
                          "testnet: t=%.0fs cpu=%.1fs rss=%ldKiB udp rx=%llu tx=%llu drop=%llu | online=%zu queries=%llu "
                          "stored=%llu lookups=%llu active=%zu timeouts=%llu learned=%llu | tcp conn=%llu open=%zu "

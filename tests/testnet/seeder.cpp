@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "bencode/encoder.hpp"
 #include "metadata/wire.hpp"
@@ -202,6 +203,9 @@ asio::awaitable<void> seeder_set::serve(tcp::socket socket, std::size_t seeder_i
         for (std::size_t i = info.size() / 3; i < info.size(); i += 997) info[i] = static_cast<char>(info[i] ^ 0x5a);
     }
     const std::size_t pieces = wire::piece_count(info.size());
+    asio::error_code rec;
+    const auto remote = conn->socket.remote_endpoint(rec);
+    const std::uint32_t requester_ip = rec ? 0 : remote.address().to_v4().to_uint();
 
     std::string tx;
     wire::build_handshake(tx, hs.info_hash, sd.peer_id);
@@ -248,6 +252,7 @@ asio::awaitable<void> seeder_set::serve(tcp::socket socket, std::size_t seeder_i
             co_return;
         }
         tx.clear();
+        std::optional<std::size_t> correct_piece; // set when tx carries a correct data message
         if (ext.ext_id == wire::ext_handshake_id) {
             wire::ext_handshake peer;
             wire::parse_ext_handshake(ext.payload, scratch, peer);
@@ -275,6 +280,7 @@ asio::awaitable<void> seeder_set::serve(tcp::socket socket, std::size_t seeder_i
                                               std::string_view(info).substr(offset, length));
                     ++answered;
                     ++stats_.pieces_served;
+                    if (sd.mode == misbehaviour::none || sd.mode == misbehaviour::slow) correct_piece = p;
                     if (!served[p]) {
                         served[p] = true;
                         ++served_count;
@@ -291,11 +297,11 @@ asio::awaitable<void> seeder_set::serve(tcp::socket socket, std::size_t seeder_i
         }
         co_await asio::async_write(conn->socket, asio::buffer(tx), asio::redirect_error(asio::use_awaitable, ec));
         if (ec) co_return;
+        if (correct_piece) torrents_.piece_served(torrent_index, requester_ip, *correct_piece, pieces);
         if (!recorded && served_count == pieces &&
             (sd.mode == misbehaviour::none || sd.mode == misbehaviour::slow)) {
             recorded = true;
             ++stats_.full_transfers;
-            torrents_.mark_served(torrent_index);
         }
     }
 }
