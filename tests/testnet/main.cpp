@@ -1,6 +1,8 @@
 // dhtcrawler-testnet: a loopback BitTorrent DHT with seeders, for crawling without the
 // internet. Prints "BOOTSTRAP ip:port" on stdout when ready; logs go to stderr.
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/udp.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -158,6 +161,24 @@ long max_rss_kib() {
     return u.ru_maxrss;
 }
 
+/// A port free for UDP and for TCP on 0.0.0.0 (the nodes and the seeders share the number).
+/// The probe sockets are closed before the real ones bind; the window is tiny.
+std::uint16_t pick_port(asio::io_context& io) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        asio::ip::udp::socket udp(io);
+        udp.open(asio::ip::udp::v4());
+        udp.bind(asio::ip::udp::endpoint(asio::ip::address_v4::any(), 0));
+        const auto port = udp.local_endpoint().port();
+        asio::ip::tcp::acceptor tcp(io);
+        asio::error_code ec;
+        tcp.open(asio::ip::tcp::v4(), ec);
+        if (!ec) tcp.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+        if (!ec) tcp.bind(asio::ip::tcp::endpoint(asio::ip::address_v4::any(), port), ec);
+        if (!ec) return port;
+    }
+    throw std::runtime_error("no port free for both UDP and TCP");
+}
+
 int run(const options& o) {
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -178,7 +199,7 @@ int run(const options& o) {
 
     asio::io_context io(1);
     network_options no;
-    no.port = o.port;
+    no.port = o.port != 0 ? o.port : pick_port(io);
     no.seed = o.seed;
     no.churn = o.churn;
     no.refresh = o.refresh;

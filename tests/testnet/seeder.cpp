@@ -297,6 +297,7 @@ asio::awaitable<void> seeder_set::serve(tcp::socket socket, std::size_t seeder_i
         }
         co_await asio::async_write(conn->socket, asio::buffer(tx), asio::redirect_error(asio::use_awaitable, ec));
         if (ec) co_return;
+        conn->arm(opt_.idle_timeout, conn); // progress: a slow seeder is slow, not idle
         if (correct_piece) torrents_.piece_served(torrent_index, requester_ip, *correct_piece, pieces);
         if (!recorded && served_count == pieces &&
             (sd.mode == misbehaviour::none || sd.mode == misbehaviour::slow)) {
