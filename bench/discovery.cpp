@@ -4,6 +4,8 @@
 // Never run by the tests; asserts nothing. bench/discovery.sh starts the testnet and this.
 //
 //   dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes 10] [--interval 60] [--stop-at 0.9]
+//                  [--lookup-rate R] [--query-rate R]   (crawl.bep51.max_lookup_rate_per_sec,
+//                                                        crawl.rate_limit.max_find_node_rate_per_sec)
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -38,6 +40,7 @@ double cpu_seconds() {
 int main(int argc, char** argv) {
     std::string bootstrap, truth_path;
     double minutes = 10, interval = 60, stop_at = 0.9;
+    double lookup_rate = 0, query_rate = 0; // 0: the crawler's defaults
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--bootstrap") bootstrap = v;
@@ -45,13 +48,16 @@ int main(int argc, char** argv) {
         else if (a == "--minutes") minutes = std::stod(v);
         else if (a == "--interval") interval = std::stod(v);
         else if (a == "--stop-at") stop_at = std::stod(v);
+        else if (a == "--lookup-rate") lookup_rate = std::stod(v);
+        else if (a == "--query-rate") query_rate = std::stod(v);
         else {
             std::fprintf(stderr, "unknown option %s\n", a.c_str());
             return 2;
         }
     }
     if (bootstrap.empty() || truth_path.empty()) {
-        std::fprintf(stderr, "usage: dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes M] [--interval S] [--stop-at F]\n");
+        std::fprintf(stderr, "usage: dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes M] [--interval S] [--stop-at F] "
+                             "[--lookup-rate R] [--query-rate R]\n");
         return 2;
     }
     std::ifstream in(truth_path);
@@ -95,6 +101,8 @@ int main(int argc, char** argv) {
     o.dht.crawl.allow_private_addresses = true;
     o.dht.crawl.bootstrap.sources = {bootstrap};
     o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
+    if (lookup_rate > 0) o.dht.crawl.bep51.max_lookup_rate_per_sec = lookup_rate;
+    if (query_rate > 0) o.dht.crawl.rate_limit.max_find_node_rate_per_sec = query_rate;
     std::string error;
     auto crawler = engine::crawler::create(o, cb, error);
     if (!crawler) {
@@ -168,7 +176,9 @@ int main(int argc, char** argv) {
                            {"secs_to_50pct", t50 ? nlohmann::json(*t50) : nlohmann::json(nullptr)},
                            {"secs_to_90pct", t90 ? nlohmann::json(*t90) : nlohmann::json(nullptr)},
                            {"elapsed_secs", elapsed},
-                           {"crawler_cpu_secs", cpu}};
+                           {"crawler_cpu_secs", cpu},
+                           {"lookup_rate", o.dht.crawl.bep51.max_lookup_rate_per_sec},
+                           {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;
 }
