@@ -62,6 +62,9 @@ void actor::set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> end
     if (index >= bootstrap_.size()) bootstrap_.resize(index + 1);
     bootstrap_[index].endpoints = std::move(endpoints);
     bootstrap_[index].cursor = 0;
+    // The first round opens at start, before any name resolved; without this the freshly
+    // resolved source would wait a whole bootstrap interval (300 s by default).
+    if (!bootstrap_round_open_) next_bootstrap_round_ = {};
 }
 
 void actor::turn() {

@@ -1,0 +1,184 @@
+// Discovery benchmark: our crawler against a running dhtcrawler-testnet. Prints JSON lines:
+// one per interval (unique hashes captured, torrents delivered, packets sent, rates) and a
+// summary with the time to deliver 50% and 90% of the torrents the testnet announced.
+// Never run by the tests; asserts nothing. bench/discovery.sh starts the testnet and this.
+//
+//   dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes 10] [--interval 60] [--stop-at 0.9]
+//                  [--lookup-rate R] [--query-rate R]   (crawl.bep51.max_lookup_rate_per_sec,
+//                                                        crawl.rate_limit.max_find_node_rate_per_sec)
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <sys/resource.h>
+
+#include "engine/crawler.hpp"
+
+using namespace dhtc;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::string bootstrap, truth_path;
+    double minutes = 10, interval = 60, stop_at = 0.9;
+    double lookup_rate = 0, query_rate = 0; // 0: the crawler's defaults
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i], v = argv[i + 1];
+        if (a == "--bootstrap") bootstrap = v;
+        else if (a == "--truth") truth_path = v;
+        else if (a == "--minutes") minutes = std::stod(v);
+        else if (a == "--interval") interval = std::stod(v);
+        else if (a == "--stop-at") stop_at = std::stod(v);
+        else if (a == "--lookup-rate") lookup_rate = std::stod(v);
+        else if (a == "--query-rate") query_rate = std::stod(v);
+        else {
+            std::fprintf(stderr, "unknown option %s\n", a.c_str());
+            return 2;
+        }
+    }
+    if (bootstrap.empty() || truth_path.empty()) {
+        std::fprintf(stderr, "usage: dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes M] [--interval S] [--stop-at F] "
+                             "[--lookup-rate R] [--query-rate R]\n");
+        return 2;
+    }
+    std::ifstream in(truth_path);
+    const auto truth = nlohmann::json::parse(in, nullptr, false);
+    if (!truth.is_array() || truth.empty()) {
+        std::fprintf(stderr, "cannot read the truth file %s\n", truth_path.c_str());
+        return 1;
+    }
+    std::unordered_map<std::string, std::size_t> torrent_of_key;
+    for (std::size_t i = 0; i < truth.size(); ++i)
+        for (const auto& k : truth[i].at("announce_keys")) torrent_of_key[k.get<std::string>()] = i;
+    const std::size_t announced = truth.size();
+
+    std::mutex m;
+    std::unordered_set<std::string> hashes_seen;
+    std::unordered_set<std::size_t> torrents_delivered;
+    std::size_t deliveries = 0, unknown = 0, mismatched = 0;
+    engine::app_callbacks cb;
+    cb.gate = [&](const id20& h) {
+        std::lock_guard l(m);
+        hashes_seen.insert(h.hex());
+        return true;
+    };
+    cb.torrent = [&](const metadata::delivery& d) {
+        const auto key = d.info.info_hash.hex();
+        std::lock_guard l(m);
+        ++deliveries;
+        const auto it = torrent_of_key.find(key);
+        if (it == torrent_of_key.end()) {
+            ++unknown;
+            return true;
+        }
+        if (d.info.name != truth[it->second].at("name").get<std::string>()) ++mismatched;
+        torrents_delivered.insert(it->second);
+        return true;
+    };
+
+    engine::crawler_options o;
+    o.dht.port = 0;
+    o.dht.bind_v4 = "127.0.0.1";
+    o.dht.crawl.allow_private_addresses = true;
+    o.dht.crawl.bootstrap.sources = {bootstrap};
+    o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
+    if (lookup_rate > 0) o.dht.crawl.bep51.max_lookup_rate_per_sec = lookup_rate;
+    if (query_rate > 0) o.dht.crawl.rate_limit.max_find_node_rate_per_sec = query_rate;
+    std::string error;
+    auto crawler = engine::crawler::create(o, cb, error);
+    if (!crawler) {
+        std::fprintf(stderr, "crawler: %s\n", error.c_str());
+        return 1;
+    }
+    const auto t0 = clock_type::now();
+    const double cpu0 = cpu_seconds();
+    crawler->start();
+
+    std::optional<double> t50, t90;
+    std::size_t last_hashes = 0, last_delivered = 0;
+    std::uint64_t last_packets = 0;
+    double next_report = interval;
+    const auto packets_sent = [&] {
+        const auto* c = crawler->dht().udp_counters(false);
+        return c ? c->tx_packets.load(std::memory_order_relaxed) : 0;
+    };
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const double t = std::chrono::duration<double>(clock_type::now() - t0).count();
+        std::size_t hashes, delivered;
+        {
+            std::lock_guard l(m);
+            hashes = hashes_seen.size();
+            delivered = torrents_delivered.size();
+        }
+        if (!t50 && delivered * 2 >= announced) t50 = t;
+        if (!t90 && delivered * 10 >= announced * 9) t90 = t;
+        const bool done = t >= minutes * 60 || static_cast<double>(delivered) >= stop_at * static_cast<double>(announced);
+        if (t >= next_report || done) {
+            const auto packets = packets_sent();
+            const double span = t - (next_report - interval);
+            nlohmann::json j{{"bench", "discovery"},
+                             {"t_secs", t},
+                             {"unique_hashes", hashes},
+                             {"delivered", delivered},
+                             {"packets_sent", packets},
+                             {"hashes_per_min", (hashes - last_hashes) * 60.0 / span},
+                             {"delivered_per_min", (delivered - last_delivered) * 60.0 / span},
+                             {"delivered_per_1000_packets",
+                              packets == last_packets ? 0.0
+                                                      : (delivered - last_delivered) * 1000.0 /
+                                                            static_cast<double>(packets - last_packets)}};
+            std::printf("%s\n", j.dump().c_str());
+            std::fflush(stdout);
+            last_hashes = hashes;
+            last_delivered = delivered;
+            last_packets = packets;
+            next_report += interval;
+        }
+        if (done) break;
+    }
+    const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
+    const double cpu = cpu_seconds() - cpu0;
+    crawler->stop();
+    std::lock_guard l(m);
+    const auto packets = packets_sent();
+    nlohmann::json summary{{"bench", "discovery"},
+                           {"summary", true},
+                           {"announced", announced},
+                           {"unique_hashes", hashes_seen.size()},
+                           {"delivered", torrents_delivered.size()},
+                           {"deliveries", deliveries},
+                           {"unknown_deliveries", unknown},
+                           {"name_mismatches", mismatched},
+                           {"packets_sent", packets},
+                           {"delivered_per_1000_packets",
+                            packets ? torrents_delivered.size() * 1000.0 / static_cast<double>(packets) : 0.0},
+                           {"delivered_per_min", torrents_delivered.size() * 60.0 / elapsed},
+                           {"secs_to_50pct", t50 ? nlohmann::json(*t50) : nlohmann::json(nullptr)},
+                           {"secs_to_90pct", t90 ? nlohmann::json(*t90) : nlohmann::json(nullptr)},
+                           {"elapsed_secs", elapsed},
+                           {"crawler_cpu_secs", cpu},
+                           {"lookup_rate", o.dht.crawl.bep51.max_lookup_rate_per_sec},
+                           {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec}};
+    std::printf("%s\n", summary.dump().c_str());
+    return 0;
+}

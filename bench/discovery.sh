@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Discovery benchmark: starts dhtcrawler-testnet, waits for its BOOTSTRAP line, runs
+# dhtc-discovery against it and prints the JSON lines of both, plus the testnet's own CPU
+# time and peak RSS (which it reports on stderr when it stops). Never run by the tests.
+#
+#   bench/discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]
+set -euo pipefail
+build=${1:?usage: discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]}
+nodes=${2:-10000} torrents=${3:-10000} seeders=${4:-1000} minutes=${5:-10} misbehave=${6:-0.1}
+shift $(( $# < 6 ? $# : 6 ))
+work=$(mktemp -d "${TMPDIR:-/tmp}/dhtc-discovery.XXXXXX")
+tn=
+cleanup() {
+  [ -n "$tn" ] && kill -TERM "$tn" 2>/dev/null && wait "$tn" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+duration=$(( minutes * 60 + 300 ))
+"$build/tests/testnet/dhtcrawler-testnet" --nodes "$nodes" --torrents "$torrents" --seeders "$seeders" \
+  --misbehave "$misbehave" --seed 5 --quiet --duration "$duration" --truth "$work/truth.json" \
+  > "$work/out.txt" 2> "$work/err.txt" &
+tn=$!
+for _ in $(seq 1 300); do grep -q BOOTSTRAP "$work/out.txt" && break; sleep 1; done
+bootstrap=$(awk '/BOOTSTRAP/ {print $2}' "$work/out.txt")
+[ -n "$bootstrap" ] || { echo "testnet did not start" >&2; cat "$work/err.txt" >&2; exit 1; }
+"$build/bench/dhtc-discovery" --bootstrap "$bootstrap" --truth "$work/truth.json" --minutes "$minutes" "$@"
+kill -TERM "$tn"
+wait "$tn" || true
+tn=
+# "testnet: done: cpu=12.3s max_rss=113156KiB, ..."
+cpu=$(sed -n 's/.*done: cpu=\([0-9.]*\)s.*/\1/p' "$work/err.txt")
+rss=$(sed -n 's/.*max_rss=\([0-9]*\)KiB.*/\1/p' "$work/err.txt")
+echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null}}"

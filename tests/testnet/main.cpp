@@ -1,0 +1,338 @@
+// dhtcrawler-testnet: a loopback BitTorrent DHT with seeders, for crawling without the
+// internet. Prints "BOOTSTRAP ip:port" on stdout when ready; logs go to stderr.
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/udp.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <array>
+#include <functional>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <sys/resource.h>
+
+#include "testnet/address_plan.hpp"
+#include "testnet/catalog.hpp"
+#include "testnet/network.hpp"
+#include "testnet/seeder.hpp"
+#include "testnet/truth.hpp"
+
+using namespace dhtc::testnet;
+
+namespace {
+
+struct options {
+    std::size_t nodes = 1000;
+    std::size_t seeders = 100;
+    std::size_t torrents = 1000;
+    std::string range = "127.64.0.0/10";
+    std::uint64_t seed = 1;
+    std::uint64_t duration = 600;
+    std::string truth;
+    double misbehave = 0.0;
+    std::uint16_t port = 0;
+    std::uint32_t reannounce = 900;
+    double churn = 0.1;
+    std::uint32_t refresh = 300;
+    std::int64_t sample_interval = 60;
+    std::size_t max_lookups = 256;
+    bool quiet = false;
+    bool stop_on_stdin_eof = false;
+};
+
+constexpr const char* usage = R"(usage: dhtcrawler-testnet [options]
+A loopback BitTorrent DHT: N nodes and S seeders holding M generated torrents, each host on
+its own 127.x.y.z address. Prints "BOOTSTRAP ip:port" on stdout when ready; logs to stderr.
+Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
+
+  --nodes N            DHT nodes (default 1000)
+  --seeders S          seeders (default 100)
+  --torrents M         torrents, each on 1..3 seeders (default 1000)
+  --range CIDR         loopback range for all hosts, /8../24 inside 127/8 (default 127.64.0.0/10)
+  --seed K             everything generated derives from K (default 1)
+  --duration SECONDS   run time (default 600)
+  --truth FILE         JSON list of the torrents (parser JSON form + seeders + announce_keys),
+                       rewritten at the end with first_served_at (default: none)
+  --misbehave F        share of seeders that misbehave: slow, stall, reject, wrong bytes,
+                       refuse connections (default 0)
+  --port P             UDP port of every node and TCP port of every seeder (default: any free)
+  --reannounce SECONDS seeders re-announce every SECONDS +-20% (default 900)
+  --churn F            average share of nodes away at any time (default 0.1; 0 = none)
+  --refresh SECONDS    mean interval of each node's refresh lookup (default 300)
+  --sample-interval S  BEP-51 interval the nodes ask for (default 60)
+  --max-lookups N      lookups in flight at once (default 256)
+  --quiet              no periodic statistics on stderr
+  --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
+                       holds a pipe open and closes it to say "stop")
+  --help               this text
+)";
+
+template <class T>
+bool parse_number(std::string_view s, T& out) {
+    if constexpr (std::is_floating_point_v<T>) {
+        char* end = nullptr;
+        const std::string copy(s);
+        out = static_cast<T>(std::strtod(copy.c_str(), &end));
+        return end && *end == '\0' && !copy.empty();
+    } else {
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+        return ec == std::errc{} && p == s.data() + s.size();
+    }
+}
+
+std::optional<options> parse_args(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(usage, stdout);
+            std::exit(0);
+        }
+        if (a == "--quiet") {
+            o.quiet = true;
+            continue;
+        }
+        if (a == "--stop-on-stdin-eof") {
+            o.stop_on_stdin_eof = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "missing value for %s\n", argv[i]);
+            return std::nullopt;
+        }
+        const std::string_view v = argv[++i];
+        bool ok = true;
+        if (a == "--nodes") ok = parse_number(v, o.nodes);
+        else if (a == "--seeders") ok = parse_number(v, o.seeders);
+        else if (a == "--torrents") ok = parse_number(v, o.torrents);
+        else if (a == "--range") o.range = v;
+        else if (a == "--seed") ok = parse_number(v, o.seed);
+        else if (a == "--duration") ok = parse_number(v, o.duration);
+        else if (a == "--truth") o.truth = v;
+        else if (a == "--misbehave") ok = parse_number(v, o.misbehave) && o.misbehave >= 0 && o.misbehave <= 1;
+        else if (a == "--port") ok = parse_number(v, o.port);
+        else if (a == "--reannounce") ok = parse_number(v, o.reannounce) && o.reannounce > 0;
+        else if (a == "--churn") ok = parse_number(v, o.churn) && o.churn >= 0 && o.churn < 1;
+        else if (a == "--refresh") ok = parse_number(v, o.refresh) && o.refresh > 0;
+        else if (a == "--sample-interval") ok = parse_number(v, o.sample_interval) && o.sample_interval >= 0 && o.sample_interval <= 21600;
+        else if (a == "--max-lookups") ok = parse_number(v, o.max_lookups) && o.max_lookups > 0;
+        else {
+            std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
+            return std::nullopt;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "bad value for %s: %s\n", argv[i - 1], argv[i]);
+            return std::nullopt;
+        }
+    }
+    if (o.nodes == 0) {
+        std::fprintf(stderr, "--nodes must be at least 1\n");
+        return std::nullopt;
+    }
+    if (o.torrents > 0 && o.seeders == 0) {
+        std::fprintf(stderr, "--torrents needs at least one seeder\n");
+        return std::nullopt;
+    }
+    return o;
+}
+
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+long max_rss_kib() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/// A port free for UDP and for TCP on 0.0.0.0 (the nodes and the seeders share the number).
+/// The probe sockets are closed before the real ones bind; the window is tiny.
+std::uint16_t pick_port(asio::io_context& io) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        asio::ip::udp::socket udp(io);
+        udp.open(asio::ip::udp::v4());
+        udp.bind(asio::ip::udp::endpoint(asio::ip::address_v4::any(), 0));
+        const auto port = udp.local_endpoint().port();
+        asio::ip::tcp::acceptor tcp(io);
+        asio::error_code ec;
+        tcp.open(asio::ip::tcp::v4(), ec);
+        if (!ec) tcp.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+        if (!ec) tcp.bind(asio::ip::tcp::endpoint(asio::ip::address_v4::any(), port), ec);
+        if (!ec) return port;
+    }
+    throw std::runtime_error("no port free for both UDP and TCP");
+}
+
+int run(const options& o) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    const auto range = cidr::parse_loopback(o.range);
+    if (!range) {
+        std::fprintf(stderr, "--range must be a CIDR inside 127.0.0.0/8 with a prefix of 8..24: %s\n", o.range.c_str());
+        return 2;
+    }
+    std::string error;
+    const auto plan = address_plan::make(*range, o.nodes + o.seeders, error);
+    if (!plan) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        return 2;
+    }
+
+    catalog torrents(o.seed, o.torrents);
+    std::fprintf(stderr, "testnet: %zu torrents generated in %.1f s\n", torrents.size(), elapsed());
+
+    asio::io_context io(1);
+    network_options no;
+    no.port = o.port != 0 ? o.port : pick_port(io);
+    no.seed = o.seed;
+    no.churn = o.churn;
+    no.refresh = o.refresh;
+    no.max_lookups = o.max_lookups;
+    no.node.sample_interval = o.sample_interval;
+    no.node.peer_ttl = std::max<seconds>(1800, 2 * o.reannounce + 60);
+    network net(io, no);
+    for (std::size_t i = 0; i < o.nodes; ++i) net.add_node(plan->address(i));
+
+    seeder_options so;
+    so.count = o.seeders;
+    so.misbehave = o.misbehave;
+    so.reannounce = o.reannounce;
+    so.seed = o.seed;
+    std::vector<std::uint32_t> seeder_ips;
+    for (std::size_t s = 0; s < o.seeders; ++s) seeder_ips.push_back(plan->address(o.nodes + s));
+    seeder_set seeders(io, net, torrents, so, seeder_ips);
+    try {
+        seeders.listen(net.port());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "testnet: cannot listen on TCP port %u: %s (choose another --port)\n", net.port(), e.what());
+        return 1;
+    }
+    net.seed_tables();
+
+    std::vector<std::string> seeder_endpoints;
+    for (std::size_t s = 0; s < seeders.size(); ++s) seeder_endpoints.push_back(seeders.endpoint_of(s));
+    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_endpoints, false, error)) {
+        std::fprintf(stderr, "testnet: %s\n", error.c_str());
+        return 1;
+    }
+
+    bool stopping = false;
+    asio::posix::stream_descriptor stdin_watch(io);
+    std::array<char, 256> stdin_buf{};
+    asio::steady_timer stats_timer(io);
+    asio::steady_timer end_timer(io);
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    auto shutdown = [&](const char* why) {
+        if (stopping) return;
+        stopping = true;
+        std::fprintf(stderr, "testnet: stopping (%s) after %.1f s\n", why, elapsed());
+        stats_timer.cancel();
+        end_timer.cancel();
+        signals.cancel();
+        if (stdin_watch.is_open()) {
+            asio::error_code ignored;
+            stdin_watch.close(ignored);
+        }
+        seeders.stop();
+        net.stop();
+    };
+    signals.async_wait([&](const asio::error_code& ec, int sig) {
+        if (!ec) shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
+    });
+    std::function<void()> watch_stdin = [&] {
+        stdin_watch.async_read_some(asio::buffer(stdin_buf), [&](const asio::error_code& ec, std::size_t) {
+            if (ec) shutdown("stdin closed");
+            else watch_stdin();
+        });
+    };
+    if (o.stop_on_stdin_eof) {
+        stdin_watch.assign(::dup(STDIN_FILENO));
+        watch_stdin();
+    }
+    end_timer.expires_after(std::chrono::seconds(o.duration));
+    end_timer.async_wait([&](const asio::error_code& ec) {
+        if (!ec) shutdown("duration reached");
+    });
+
+    const std::string bootstrap = ipv4_to_string(plan->address(0)) + ":" + std::to_string(net.port());
+    net.start();
+    net.bootstrap([&] {
+        std::fprintf(stderr, "testnet: %zu nodes bootstrapped in %.1f s, announcing\n", net.node_count(), elapsed());
+        seeders.start([&] {
+            std::fprintf(stderr, "testnet: every torrent announced once at %.1f s\n", elapsed());
+            std::printf("BOOTSTRAP %s\n", bootstrap.c_str());
+            std::fflush(stdout);
+        });
+    });
+
+    std::function<void()> report = [&] {
+        if (o.quiet || stopping) return;
+        stats_timer.expires_after(std::chrono::seconds(10));
+        stats_timer.async_wait([&](const asio::error_code& ec) {
+            if (ec) return;
+            const auto& s = net.stats();
+            const auto& ss = seeders.stats();
+            const std::size_t served = torrents.served_count();
+            std::fprintf(stderr,
+                         "testnet: t=%.0fs cpu=%.1fs rss=%ldKiB udp rx=%llu tx=%llu drop=%llu | online=%zu queries=%llu "
+                         "stored=%llu lookups=%llu active=%zu timeouts=%llu learned=%llu | tcp conn=%llu open=%zu "
+                         "pieces=%llu full=%llu served_torrents=%zu\n",
+                         elapsed(), cpu_seconds(), max_rss_kib(), static_cast<unsigned long long>(net.hub().received()),
+                         static_cast<unsigned long long>(net.hub().sent()),
+                         static_cast<unsigned long long>(net.hub().send_dropped()), net.online_nodes(),
+                         static_cast<unsigned long long>(s.nodes.queries),
+                         static_cast<unsigned long long>(s.nodes.announces_stored),
+                         static_cast<unsigned long long>(s.lookups_done), net.lookups_active(),
+                         static_cast<unsigned long long>(s.timeouts), static_cast<unsigned long long>(s.learned),
+                         static_cast<unsigned long long>(ss.connections), seeders.open_connections(),
+                         static_cast<unsigned long long>(ss.pieces_served),
+                         static_cast<unsigned long long>(ss.full_transfers), served);
+            report();
+        });
+    };
+    report();
+
+    io.run();
+    // Let the closed sockets' handlers and the connection coroutines finish.
+    io.restart();
+    io.run_for(std::chrono::seconds(3));
+
+    std::size_t served = 0;
+    for (std::size_t i = 0; i < torrents.size(); ++i) served += torrents.at(i).first_served_at ? 1 : 0;
+    std::fprintf(stderr, "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full\n", cpu_seconds(),
+                 max_rss_kib(), served, torrents.size());
+    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_endpoints, true, error)) {
+        std::fprintf(stderr, "testnet: %s\n", error.c_str());
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const auto o = parse_args(argc, argv);
+    if (!o) return 2;
+    try {
+        return run(*o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "testnet: fatal: %s\n", e.what());
+        return 1;
+    }
+}

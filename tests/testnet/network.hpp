@@ -1,0 +1,186 @@
+// The simulated DHT: every node and every seeder's DHT client on one UDP hub, the
+// transactions they have in flight, iterative lookups (find_node / get_peers), routing
+// table maintenance (verifying pings, refresh lookups) and churn.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bencode/decoder.hpp"
+#include "krpc/encode.hpp"
+#include "krpc/message.hpp"
+#include "testnet/node.hpp"
+#include "testnet/rng.hpp"
+#include "testnet/udp_hub.hpp"
+
+namespace dhtc::testnet {
+
+struct network_options {
+    std::uint16_t port = 0;
+    std::uint64_t seed = 1;
+    double churn = 0.1;            ///< average share of nodes away at any time
+    seconds refresh = 300;         ///< mean interval between a node's refresh lookups
+    std::size_t max_lookups = 256; ///< lookups in flight at once (the rest wait)
+    node_settings node;
+};
+
+/// A responding node a lookup ended with, and the token it gave (get_peers).
+struct lookup_reply {
+    contact node;
+    std::string token;
+};
+using lookup_done = std::function<void(const std::vector<lookup_reply>& closest)>;
+
+struct network_stats {
+    node_stats nodes;
+    std::uint64_t malformed = 0;
+    std::uint64_t unknown_destination = 0;
+    std::uint64_t to_offline = 0;
+    std::uint64_t timeouts = 0;
+    std::uint64_t lookups_done = 0;
+    std::uint64_t verify_pings = 0;
+    std::uint64_t learned = 0;
+    std::uint64_t announces_sent = 0;
+    std::uint64_t announces_acked = 0;
+    std::uint64_t tx_dropped = 0;
+};
+
+class network {
+public:
+    network(asio::io_context& io, const network_options& o);
+    ~network();
+
+    /// A DHT node on `ip`, with a BEP-42 id for it. Returns its host index.
+    std::size_t add_node(std::uint32_t ip);
+    /// A seeder's DHT client on `ip`: it sends queries and takes replies, but answers no
+    /// query (like a client behind NAT), so nodes never put it in their tables.
+    std::size_t add_client(std::uint32_t ip);
+
+    /// Gives every node the table a restarted client has from its saved state: the first
+    /// node plus a few random others; clients get the same as their starting contacts.
+    void seed_tables();
+    /// Opens the socket and starts the timers.
+    void start();
+    /// Every online node looks itself up (staggered); `done` runs when all finished.
+    void bootstrap(std::function<void()> done);
+    void stop();
+
+    std::uint16_t port() const noexcept { return hub_->port(); }
+    const dht_node& node(std::size_t i) const { return nodes_[i]; }
+    std::size_t node_count() const noexcept { return nodes_.size(); }
+    std::size_t online_nodes() const noexcept;
+    std::uint32_t host_ip(std::size_t host) const noexcept { return hosts_[host].ip; }
+    seconds now() const noexcept;
+
+    /// An iterative lookup from `host` towards `target`; `done` gets the closest nodes
+    /// that replied, closest first.
+    void lookup(std::size_t host, const id20& target, bool get_peers, lookup_done done);
+    std::size_t lookups_active() const noexcept { return lookups_.size(); }
+    std::size_t max_lookups() const noexcept { return opt_.max_lookups; }
+    /// announce_peer from `host` to `to` with the token `to` gave.
+    void announce(std::size_t host, const lookup_reply& to, const id20& info_hash, std::uint16_t port);
+
+    const network_stats& stats() const noexcept { return stats_; }
+    const udp_hub& hub() const noexcept { return *hub_; }
+
+private:
+    enum class tx_kind : std::uint8_t { verify_ping, lookup, announce };
+    struct pending_tx {
+        std::uint32_t host;
+        std::uint32_t lookup;
+        std::uint32_t to_ip;
+        std::uint16_t to_port;
+        tx_kind kind;
+        id20 to_id;
+    };
+    struct host {
+        std::uint32_t ip;
+        id20 id;
+        std::int32_t node = -1;            ///< index in nodes_, or -1 for a client
+        std::vector<contact> known;        ///< clients only: contacts to start lookups from
+    };
+    struct candidate {
+        id20 id;
+        id20 dist;
+        std::uint32_t ip;
+        std::uint16_t port;
+        std::uint8_t state; // 0 new, 1 asked, 2 replied, 3 failed
+        std::string token;
+    };
+    struct lookup_state {
+        std::uint32_t host;
+        id20 target;
+        bool get_peers;
+        std::vector<candidate> cands;
+        int inflight = 0;
+        int queries = 0;
+        lookup_done done;
+    };
+    enum class event_kind : std::uint8_t { refresh, churn, come_back, rotate_tokens, expire_peers };
+    struct event {
+        std::chrono::steady_clock::time_point due;
+        event_kind kind;
+        std::uint32_t index;
+        bool operator>(const event& o) const noexcept { return due > o.due; }
+    };
+
+    void on_datagram(const datagram& d);
+    void on_query(host& h, const krpc::message& m, const datagram& d);
+    void on_reply(host& h, const krpc::message& m, const datagram& d);
+    void maybe_verify(host& h, const krpc::message& m, const datagram& d);
+    void learn(host& h, const contact& c);
+    bool send_query(std::uint32_t host_index, tx_kind kind, std::uint32_t lookup, const contact& to,
+                    const std::function<bool(std::string&, const krpc::query_header&)>& encode);
+    void add_candidate(lookup_state& l, const id20& id, std::uint32_t ip, std::uint16_t port);
+    void step(std::uint32_t lookup_id);
+    void tick();
+    void schedule(std::chrono::steady_clock::duration in, event_kind kind, std::uint32_t index);
+    void run_event(const event& e);
+    void sweep_timeouts();
+
+    asio::io_context& io_;
+    network_options opt_;
+    rng rng_;
+    token_keys tokens_;
+    std::unique_ptr<udp_hub> hub_;
+    asio::steady_timer timer_;
+    std::chrono::steady_clock::time_point started_;
+    bool stopped_ = false;
+
+    std::vector<host> hosts_;
+    std::vector<dht_node> nodes_;
+    std::vector<std::uint32_t> node_host_; // node index -> host index
+    std::unordered_map<std::uint32_t, std::uint32_t> by_ip_;
+
+    static constexpr std::size_t max_transactions = 200000;
+    static constexpr auto tx_timeout = std::chrono::seconds(4);
+    std::uint32_t next_tid_ = 1;
+    std::unordered_map<std::uint32_t, pending_tx> tx_;
+    std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint32_t>> tx_order_;
+    std::unordered_set<std::uint64_t> verifying_; // (host, ip, port) with a verify ping out
+
+    std::uint32_t next_lookup_ = 1;
+    std::unordered_map<std::uint32_t, lookup_state> lookups_;
+    std::deque<std::function<void()>> waiting_lookups_; // beyond max_lookups
+
+    std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+    std::function<void()> bootstrap_done_;
+    std::size_t bootstrap_left_ = 0;
+
+    bencode::document doc_;
+    std::string out_;
+    network_stats stats_;
+};
+
+} // namespace dhtc::testnet

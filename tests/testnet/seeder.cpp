@@ -1,0 +1,369 @@
+#include "testnet/seeder.hpp"
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "bencode/encoder.hpp"
+#include "metadata/wire.hpp"
+#include "testnet/address_plan.hpp"
+
+namespace dhtc::testnet {
+
+namespace {
+
+using asio::ip::tcp;
+
+constexpr std::uint8_t our_ut_metadata = 3;
+constexpr std::size_t max_message = 64 * 1024;     // nothing we accept is longer
+constexpr std::size_t max_buffered = 2 * max_message;
+constexpr std::size_t max_messages = 2000;          // per connection
+constexpr auto slow_delay = std::chrono::seconds(1);
+
+/// Our extension handshake. wire::build_ext_handshake writes a fetcher's handshake (no
+/// metadata_size); a seeder must advertise it, so the payload is written here.
+std::string seeder_ext_handshake(std::size_t metadata_size) {
+    std::string payload;
+    bencode::writer w(payload);
+    w.begin_dict();
+    w.key("m").begin_dict().entry("ut_metadata", std::int64_t{our_ut_metadata}).end();
+    w.entry("metadata_size", static_cast<std::int64_t>(metadata_size));
+    w.entry("reqq", std::int64_t{250});
+    w.entry("v", "dhtc-testnet");
+    w.end();
+    std::string framed;
+    wire::build_extended(framed, wire::ext_handshake_id, payload);
+    return framed;
+}
+
+} // namespace
+
+/// The connection's socket and its watchdog: the socket is closed when the watchdog fires,
+/// which ends any pending read or write. Shared, so a late timer callback stays safe.
+struct peer_connection {
+    explicit peer_connection(tcp::socket s) : socket(std::move(s)), watchdog(socket.get_executor()) {}
+    tcp::socket socket;
+    asio::steady_timer watchdog;
+
+    void arm(std::chrono::steady_clock::duration idle, const std::shared_ptr<peer_connection>& self) {
+        watchdog.expires_after(idle);
+        watchdog.async_wait([self](const asio::error_code& ec) {
+            if (ec) return; // re-armed or cancelled
+            asio::error_code ignored;
+            self->socket.close(ignored);
+        });
+    }
+};
+
+std::string_view to_string(misbehaviour m) noexcept {
+    switch (m) {
+    case misbehaviour::none: return "none";
+    case misbehaviour::slow: return "slow";
+    case misbehaviour::stall: return "stall";
+    case misbehaviour::reject: return "reject";
+    case misbehaviour::wrong_bytes: return "wrong_bytes";
+    case misbehaviour::refuse: return "refuse";
+    }
+    return "?";
+}
+
+seeder_set::seeder_set(asio::io_context& io, network& net, catalog& torrents, const seeder_options& o,
+                       const std::vector<std::uint32_t>& ips)
+    : io_(io), net_(net), torrents_(torrents), opt_(o), rng_(o.seed, 0x5eed), acceptor_(io), timer_(io) {
+    for (std::size_t s = 0; s < o.count; ++s) {
+        seeder sd{ips.at(s), net.add_client(ips.at(s)), misbehaviour::none, {}, {}};
+        if (rng_.chance(o.misbehave)) sd.mode = static_cast<misbehaviour>(1 + rng_.below(5));
+        std::memcpy(sd.peer_id.bytes.data(), "-TN0001-", 8);
+        for (std::size_t i = 8; i < id20::size; ++i) sd.peer_id.bytes[i] = static_cast<std::uint8_t>(rng_());
+        by_ip_[sd.ip] = static_cast<std::uint32_t>(s);
+        seeders_.push_back(std::move(sd));
+    }
+    if (seeders_.empty()) return;
+    for (std::size_t t = 0; t < torrents.size(); ++t) {
+        const auto copies = std::min<std::size_t>(seeders_.size(), 1 + rng_.below(3));
+        auto& holders = torrents.at(t).seeders;
+        while (holders.size() < copies) {
+            const auto s = static_cast<std::uint32_t>(rng_.below(seeders_.size()));
+            if (std::find(holders.begin(), holders.end(), s) != holders.end()) continue;
+            holders.push_back(s);
+            seeders_[s].torrents.push_back(static_cast<std::uint32_t>(t));
+        }
+    }
+}
+
+std::string seeder_set::endpoint_of(std::size_t s) const {
+    return ipv4_to_string(seeders_[s].ip) + ":" + std::to_string(port_);
+}
+
+void seeder_set::listen(std::uint16_t port) {
+    const tcp::endpoint ep(asio::ip::address_v4::any(), port);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(ep);
+    acceptor_.listen(1024);
+    port_ = port;
+    accept();
+}
+
+void seeder_set::stop() {
+    stopped_ = true;
+    asio::error_code ec;
+    acceptor_.close(ec);
+    timer_.cancel();
+    for (auto& [key, weak] : live_) {
+        if (auto c = weak.lock()) {
+            c->watchdog.cancel();
+            c->socket.close(ec);
+        }
+    }
+}
+
+void seeder_set::accept() {
+    acceptor_.async_accept([this](const asio::error_code& ec, tcp::socket s) {
+        if (stopped_) return;
+        if (!ec) {
+            asio::error_code lec;
+            const auto local = s.local_endpoint(lec);
+            const auto it = lec ? by_ip_.end() : by_ip_.find(local.address().to_v4().to_uint());
+            ++stats_.connections;
+            if (it == by_ip_.end() || seeders_[it->second].mode == misbehaviour::refuse) {
+                ++stats_.refused;
+                s.close(lec);
+            } else if (open_ >= opt_.max_connections) {
+                ++stats_.over_capacity;
+                s.close(lec);
+            } else {
+                ++open_;
+                asio::co_spawn(io_, serve(std::move(s), it->second), asio::detached);
+            }
+        }
+        accept();
+    });
+}
+
+asio::awaitable<void> seeder_set::serve(tcp::socket socket, std::size_t seeder_index) {
+    auto conn = std::make_shared<peer_connection>(std::move(socket));
+    const auto live_key = next_live_++;
+    live_.emplace(live_key, conn);
+    struct closer {
+        seeder_set* self;
+        std::shared_ptr<peer_connection> c;
+        std::uint64_t key;
+        ~closer() {
+            --self->open_;
+            self->live_.erase(key);
+            asio::error_code ec;
+            c->watchdog.cancel();
+            c->socket.close(ec);
+        }
+    } guard{this, conn, live_key};
+    const auto started = std::chrono::steady_clock::now();
+    const seeder& sd = seeders_[seeder_index];
+    conn->arm(opt_.idle_timeout, conn);
+
+    std::string rx;
+    rx.reserve(4096);
+    std::array<char, 16384> chunk{};
+    asio::error_code ec;
+
+    // BEP-3 handshake: exactly 68 bytes, for a hash this seeder holds.
+    while (rx.size() < wire::handshake_size) {
+        const std::size_t n = co_await conn->socket.async_read_some(asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return;
+        rx.append(chunk.data(), n);
+        if (rx.size() > max_buffered) co_return;
+        wire::handshake probe;
+        const auto e = wire::parse_handshake(rx, probe);
+        if (e == wire::wire_error::bad_pstrlen || e == wire::wire_error::bad_protocol) {
+            ++stats_.bad_handshakes;
+            co_return;
+        }
+    }
+    wire::handshake hs;
+    if (wire::parse_handshake(rx, hs) != wire::wire_error::none) {
+        ++stats_.bad_handshakes;
+        co_return;
+    }
+    rx.erase(0, wire::handshake_size);
+    const auto found = torrents_.find(hs.info_hash);
+    if (!found || !std::binary_search(sd.torrents.begin(), sd.torrents.end(), static_cast<std::uint32_t>(*found))) {
+        ++stats_.unknown_hash;
+        co_return;
+    }
+    const std::size_t torrent_index = *found;
+    std::string info = torrents_.info_dict(torrent_index);
+    if (sd.mode == misbehaviour::wrong_bytes) {
+        // Flip bytes inside the dict so the size stays right and only the hash check fails.
+        for (std::size_t i = info.size() / 3; i < info.size(); i += 997) info[i] = static_cast<char>(info[i] ^ 0x5a);
+    }
+    const std::size_t pieces = wire::piece_count(info.size());
+    asio::error_code rec;
+    const auto remote = conn->socket.remote_endpoint(rec);
+    const std::uint32_t requester_ip = rec ? 0 : remote.address().to_v4().to_uint();
+
+    std::string tx;
+    wire::build_handshake(tx, hs.info_hash, sd.peer_id);
+    tx += seeder_ext_handshake(info.size());
+    co_await asio::async_write(conn->socket, asio::buffer(tx), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+
+    bencode::document scratch;
+    std::uint8_t peer_ut_metadata = 0;
+    std::vector<bool> served(pieces, false);
+    std::size_t served_count = 0;
+    std::size_t answered = 0;
+    std::size_t requests = 0;
+    std::size_t messages = 0;
+    bool recorded = false;
+    asio::steady_timer delay(io_);
+
+    for (;;) {
+        wire::message_view m;
+        const auto st = wire::next_message(rx, max_message, m);
+        if (st == wire::frame_status::too_large) {
+            ++stats_.protocol_errors;
+            co_return;
+        }
+        if (st == wire::frame_status::need_more) {
+            if (std::chrono::steady_clock::now() - started > opt_.connection_lifetime) co_return;
+            const std::size_t n =
+                co_await conn->socket.async_read_some(asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
+            if (ec) co_return;
+            rx.append(chunk.data(), n);
+            if (rx.size() > max_buffered) co_return;
+            conn->arm(opt_.idle_timeout, conn);
+            continue;
+        }
+        if (++messages > max_messages) co_return;
+        const std::size_t consumed = m.consumed;
+        if (st == wire::frame_status::keep_alive || m.id != wire::msg_extended) {
+            rx.erase(0, consumed);
+            continue;
+        }
+        wire::extended_view ext;
+        if (wire::parse_extended(m, ext) != wire::wire_error::none) {
+            ++stats_.protocol_errors;
+            co_return;
+        }
+        tx.clear();
+        std::optional<std::size_t> correct_piece; // set when tx carries a correct data message
+        if (ext.ext_id == wire::ext_handshake_id) {
+            wire::ext_handshake peer;
+            wire::parse_ext_handshake(ext.payload, scratch, peer);
+            if (peer.ut_metadata != 0) peer_ut_metadata = peer.ut_metadata;
+        } else if (ext.ext_id == our_ut_metadata) {
+            wire::ut_metadata_message um;
+            const auto e = wire::parse_ut_metadata(ext.payload, scratch, um);
+            if (e != wire::wire_error::none) {
+                ++stats_.protocol_errors;
+                co_return;
+            }
+            if (um.kind == wire::ut_kind::request && peer_ut_metadata != 0) {
+                if (++requests > 4 * pieces + 8) co_return; // a loop, not a fetch
+                const auto piece = um.piece;
+                if (piece < 0 || static_cast<std::size_t>(piece) >= pieces || sd.mode == misbehaviour::reject) {
+                    wire::build_metadata_reject(tx, peer_ut_metadata, static_cast<std::uint32_t>(std::max<std::int64_t>(piece, 0)));
+                    ++stats_.rejects_sent;
+                } else if (sd.mode == misbehaviour::stall && answered >= (pieces + 1) / 2) {
+                    // Silent from here on: the fetcher must time out.
+                } else {
+                    const auto p = static_cast<std::size_t>(piece);
+                    const auto offset = p * wire::metadata_piece_size;
+                    const auto length = wire::piece_length(info.size(), p);
+                    wire::build_metadata_data(tx, peer_ut_metadata, static_cast<std::uint32_t>(p), info.size(),
+                                              std::string_view(info).substr(offset, length));
+                    ++answered;
+                    ++stats_.pieces_served;
+                    if (sd.mode == misbehaviour::none || sd.mode == misbehaviour::slow) correct_piece = p;
+                    if (!served[p]) {
+                        served[p] = true;
+                        ++served_count;
+                    }
+                }
+            }
+        }
+        rx.erase(0, consumed);
+        if (tx.empty()) continue;
+        if (sd.mode == misbehaviour::slow) {
+            delay.expires_after(slow_delay);
+            co_await delay.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+            if (stopped_) co_return;
+        }
+        co_await asio::async_write(conn->socket, asio::buffer(tx), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return;
+        conn->arm(opt_.idle_timeout, conn); // progress: a slow seeder is slow, not idle
+        if (correct_piece) torrents_.piece_served(torrent_index, requester_ip, *correct_piece, pieces);
+        if (!recorded && served_count == pieces &&
+            (sd.mode == misbehaviour::none || sd.mode == misbehaviour::slow)) {
+            recorded = true;
+            ++stats_.full_transfers;
+        }
+    }
+}
+
+// ---- announcing -------------------------------------------------------------------------------
+
+std::chrono::steady_clock::duration seeder_set::next_interval() {
+    // +-20% jitter, as clients spread their re-announces.
+    const auto base = static_cast<std::uint64_t>(opt_.reannounce) * 1000;
+    return std::chrono::milliseconds(base * 4 / 5 + rng_.below(base * 2 / 5 + 1));
+}
+
+void seeder_set::start(std::function<void()> first_round_done) {
+    first_round_done_ = std::move(first_round_done);
+    const auto now = std::chrono::steady_clock::now();
+    for (std::uint32_t s = 0; s < seeders_.size(); ++s) {
+        for (auto t : seeders_[s].torrents) {
+            for (std::uint8_t k = 0; k < torrents_.at(t).keys.size(); ++k) {
+                jobs_.push({now, s, t, k, true});
+                ++first_round_left_;
+            }
+        }
+    }
+    if (first_round_left_ == 0 && first_round_done_) first_round_done_();
+    tick();
+}
+
+void seeder_set::tick() {
+    if (stopped_) return;
+    const auto now = std::chrono::steady_clock::now();
+    // Leave room for the nodes' own lookups.
+    const auto budget = net_.max_lookups() > 32 ? net_.max_lookups() - 32 : 1;
+    while (!jobs_.empty() && jobs_.top().due <= now && net_.lookups_active() < budget) {
+        const job j = jobs_.top();
+        jobs_.pop();
+        run_job(j);
+    }
+    timer_.expires_after(std::chrono::milliseconds(100));
+    timer_.async_wait([this](const asio::error_code& ec) {
+        if (!ec) tick();
+    });
+}
+
+void seeder_set::run_job(const job& j) {
+    const auto& sd = seeders_[j.seeder];
+    const id20 key = torrents_.at(j.torrent).keys.at(j.key);
+    net_.lookup(sd.client_host, key, true, [this, j, key](const std::vector<lookup_reply>& closest) {
+        const auto& s = seeders_[j.seeder];
+        for (const auto& r : closest) {
+            if (!r.token.empty()) net_.announce(s.client_host, r, key, port_);
+        }
+        ++stats_.announce_rounds;
+        job next = j;
+        next.first = false;
+        next.due = std::chrono::steady_clock::now() + next_interval();
+        jobs_.push(next);
+        if (j.first && --first_round_left_ == 0 && first_round_done_) {
+            auto cb = std::move(first_round_done_);
+            cb();
+        }
+    });
+}
+
+} // namespace dhtc::testnet

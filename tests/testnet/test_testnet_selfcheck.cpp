@@ -1,0 +1,352 @@
+// The test network checked from the outside with real KRPC and the core's peer-wire code:
+// answers to every query kind, tokens bound to our IP, announces that show up in get_peers
+// and sample_infohashes, nodes that verify a querier with a ping, and metadata fetched
+// from seeders that parses to exactly the truth file's entry. Also the truth file's
+// first_served_at: set for what we fetched, and only for that.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bencode/decoder.hpp"
+#include "dht/node_id.hpp"
+#include "krpc/encode.hpp"
+#include "krpc/message.hpp"
+#include "metadata/torrent_info.hpp"
+#include "metadata/torrent_json.hpp"
+#include "metadata/wire.hpp"
+#include "support/subprocess.hpp"
+
+using namespace dhtc;
+using namespace std::chrono_literals;
+
+namespace {
+
+int open_socket(int type, const endpoint* connect_to) {
+    const int fd = ::socket(AF_INET, type, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    if (type == SOCK_DGRAM) REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    if (connect_to) {
+        a.sin_addr.s_addr = htonl(connect_to->address.to_v4_uint());
+        a.sin_port = htons(connect_to->port);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    }
+    return fd;
+}
+
+/// A KRPC client on 127.0.0.1 that matches replies to its queries by transaction id and
+/// keeps the queries it receives (the nodes' verifying pings).
+class krpc_client {
+public:
+    krpc_client() : fd_(open_socket(SOCK_DGRAM, nullptr)) {}
+    ~krpc_client() { ::close(fd_); }
+    id20 id = [] {
+        id20 i;
+        for (std::size_t k = 0; k < id20::size; ++k) i.bytes[k] = static_cast<std::uint8_t>(0x40 + k);
+        return i;
+    }();
+    std::vector<std::pair<endpoint, std::string>> queries_received; // (from, method)
+
+    /// Sends one query (encode writes it with our header) and returns the raw reply.
+    template <class Encode>
+    std::optional<std::string> ask(const endpoint& to, Encode encode) {
+        const std::string t = "q" + std::to_string(next_t_++);
+        std::string out;
+        REQUIRE(encode(out, krpc::query_header{t, id, {}}));
+        return exchange(to, out, t);
+    }
+
+    std::optional<std::string> exchange(const endpoint& to, const std::string& packet, const std::string& t) {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(to.address.to_v4_uint());
+        a.sin_port = htons(to.port);
+        REQUIRE(::sendto(fd_, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
+                static_cast<ssize_t>(packet.size()));
+        const auto deadline = std::chrono::steady_clock::now() + 3s;
+        while (std::chrono::steady_clock::now() < deadline) {
+            pollfd p{fd_, POLLIN, 0};
+            if (::poll(&p, 1, 200) <= 0) continue;
+            char buf[1500];
+            sockaddr_in from{};
+            socklen_t len = sizeof from;
+            const auto n = ::recvfrom(fd_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+            if (n <= 0) continue;
+            std::string data(buf, static_cast<std::size_t>(n));
+            bencode::document doc;
+            krpc::message m;
+            if (!bencode::decode(data, doc, krpc::packet_limits) || !krpc::parse(doc.root(), m)) continue;
+            const endpoint src{ip_address::v4(ntohl(from.sin_addr.s_addr)), ntohs(from.sin_port)};
+            if (m.type == krpc::message_type::query) {
+                queries_received.emplace_back(src, std::string(m.query.name));
+                // Answer like a real node, so it may keep us in its table.
+                std::string reply;
+                krpc::encode_ping_response(reply, krpc::reply_header{m.transaction, id, src, {}});
+                ::sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), len);
+                continue;
+            }
+            if (m.transaction == t && src == to) return data;
+        }
+        return std::nullopt;
+    }
+
+private:
+    int fd_;
+    int next_t_ = 0;
+};
+
+struct parsed {
+    std::string raw;
+    bencode::document doc;
+    krpc::message m;
+};
+
+std::unique_ptr<parsed> parse_reply(const std::optional<std::string>& raw) {
+    REQUIRE(raw);
+    auto p = std::make_unique<parsed>();
+    p->raw = *raw;
+    REQUIRE(bencode::decode(p->raw, p->doc, krpc::packet_limits));
+    REQUIRE(krpc::parse(p->doc.root(), p->m));
+    return p;
+}
+
+/// An iterative get_peers from the test: the values found and, per node that answered,
+/// its token; the nodes closest to the hash first.
+struct peers_found {
+    std::set<std::string> values;
+    std::vector<std::pair<id20, std::pair<endpoint, std::string>>> tokens; // (distance, (node, token))
+};
+
+peers_found find_peers(krpc_client& c, const endpoint& bootstrap, const id20& hash) {
+    peers_found out;
+    std::map<id20, endpoint> candidates; // by distance
+    std::set<endpoint> asked;
+    candidates.emplace(id20{}, bootstrap);
+    for (int queries = 0; queries < 60;) {
+        auto it = std::find_if(candidates.begin(), candidates.end(), [&](const auto& e) { return !asked.contains(e.second); });
+        if (it == candidates.end() || std::distance(candidates.begin(), it) >= 8) break;
+        const endpoint to = it->second;
+        asked.insert(to);
+        ++queries;
+        const auto raw = c.ask(to, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_get_peers(o, h, hash); });
+        if (!raw) continue;
+        const auto p = parse_reply(raw);
+        if (p->m.type != krpc::message_type::response) continue;
+        for (const auto& v : p->m.response.values) out.values.insert(v.to_string());
+        if (p->m.response.has_token)
+            out.tokens.push_back({dht::distance(p->m.id, hash), {to, std::string(p->m.response.token)}});
+        for (const auto& n : p->m.response.nodes) candidates.emplace(dht::distance(n.id, hash), n.ep);
+    }
+    std::sort(out.tokens.begin(), out.tokens.end());
+    return out;
+}
+
+/// Fetches a torrent's info dict from a seeder with the core's wire codec.
+std::string fetch_metadata(const endpoint& seeder, const id20& key) {
+    const int fd = open_socket(SOCK_STREAM, &seeder);
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    id20 peer_id;
+    peer_id.bytes.fill(0x33);
+    std::string tx;
+    REQUIRE(wire::build_handshake(tx, key, peer_id));
+    REQUIRE(wire::build_ext_handshake(tx, wire::ext_handshake_options{}));
+    REQUIRE(::send(fd, tx.data(), tx.size(), 0) == static_cast<ssize_t>(tx.size()));
+    std::string rx;
+    auto read_more = [&] {
+        char buf[16384];
+        const auto n = ::recv(fd, buf, sizeof buf, 0);
+        REQUIRE(n > 0);
+        rx.append(buf, static_cast<std::size_t>(n));
+    };
+    while (rx.size() < wire::handshake_size) read_more();
+    wire::handshake hs;
+    REQUIRE(wire::parse_handshake(rx, hs) == wire::wire_error::none);
+    REQUIRE(wire::check_handshake(hs, key, peer_id) == wire::wire_error::none);
+    rx.erase(0, wire::handshake_size);
+
+    bencode::document scratch;
+    wire::metadata_buffer buffer;
+    std::uint8_t peer_ut = 0;
+    for (int messages = 0; messages < 200 && !buffer.complete(); ++messages) {
+        wire::message_view m;
+        auto st = wire::next_message(rx, wire::default_max_message, m);
+        while (st == wire::frame_status::need_more) {
+            read_more();
+            st = wire::next_message(rx, wire::default_max_message, m);
+        }
+        REQUIRE(st != wire::frame_status::too_large);
+        const std::string msg = rx.substr(0, m.consumed);
+        rx.erase(0, m.consumed);
+        if (st == wire::frame_status::keep_alive) continue;
+        REQUIRE(wire::next_message(msg, wire::default_max_message, m) == wire::frame_status::message);
+        if (m.id != wire::msg_extended) continue;
+        wire::extended_view ext;
+        REQUIRE(wire::parse_extended(m, ext) == wire::wire_error::none);
+        if (ext.ext_id == wire::ext_handshake_id) {
+            wire::ext_handshake eh;
+            REQUIRE(wire::parse_ext_handshake(ext.payload, scratch, eh) == wire::wire_error::none);
+            peer_ut = eh.ut_metadata;
+            REQUIRE(buffer.reset(eh.metadata_size) == wire::wire_error::none);
+            std::string requests;
+            for (std::size_t p = 0; p < buffer.pieces(); ++p)
+                REQUIRE(wire::build_metadata_request(requests, peer_ut, static_cast<std::uint32_t>(p)));
+            REQUIRE(::send(fd, requests.data(), requests.size(), 0) == static_cast<ssize_t>(requests.size()));
+            continue;
+        }
+        wire::ut_metadata_message um;
+        REQUIRE(wire::parse_ut_metadata(ext.payload, scratch, um) == wire::wire_error::none);
+        REQUIRE(wire::check_data(um, buffer.size(), wire::any_piece) == wire::wire_error::none);
+        REQUIRE(buffer.store(static_cast<std::size_t>(um.piece), um.data) == wire::wire_error::none);
+    }
+    ::close(fd);
+    REQUIRE(buffer.complete());
+    return std::string(buffer.bytes());
+}
+
+nlohmann::json without_extras(nlohmann::json entry) {
+    entry.erase("seeders");
+    entry.erase("announce_keys");
+    entry.erase("first_served_at");
+    return entry;
+}
+
+} // namespace
+
+TEST_CASE("testnet.selfcheck: real KRPC answers, tokens, samples, and metadata equal to the truth") {
+    const auto dir = std::filesystem::temp_directory_path() / ("dhtc-testnet-selfcheck-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto truth_path = dir / "truth.json";
+    test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "200", "--seeders", "12", "--torrents", "30", "--seed", "11",
+                          "--duration", "120", "--churn", "0", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()});
+    std::optional<endpoint> bootstrap;
+    const auto ready_deadline = std::chrono::steady_clock::now() + 60s;
+    while (!bootstrap && std::chrono::steady_clock::now() < ready_deadline) {
+        const auto line = net.read_line(5s);
+        if (line && line->rfind("BOOTSTRAP ", 0) == 0) bootstrap = endpoint::parse(line->substr(10));
+        if (!line && !net.running()) break;
+    }
+    REQUIRE_MESSAGE(bootstrap, "the testnet never printed BOOTSTRAP");
+    nlohmann::json truth;
+    {
+        std::ifstream in(truth_path);
+        truth = nlohmann::json::parse(in);
+    }
+    REQUIRE(truth.size() == 30);
+    for (const auto& t : truth) CHECK_FALSE(t.contains("first_served_at")); // only in the final version
+
+    krpc_client c;
+
+    {
+        // ping: our id back, and BEP-42's `ip` telling us how the node sees us.
+        const auto p = parse_reply(c.ask(*bootstrap, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); }));
+        CHECK(p->m.type == krpc::message_type::response);
+        REQUIRE(p->m.ip);
+        CHECK(p->m.ip->address == *ip_address::parse("127.0.0.1"));
+
+        // find_node: 8 nodes, all on their own address inside the default range.
+        const auto f = parse_reply(c.ask(*bootstrap, [&](std::string& o, const krpc::query_header& h) {
+            return krpc::encode_find_node(o, h, c.id);
+        }));
+        CHECK(f->m.response.nodes.size() == 8);
+        std::set<ip_address> addresses;
+        for (const auto& n : f->m.response.nodes) {
+            CHECK((n.ep.address.to_v4_uint() >> 22) == (0x7f400000u >> 22)); // 127.64.0.0/10
+            addresses.insert(n.ep.address);
+        }
+        CHECK(addresses.size() == f->m.response.nodes.size());
+
+        // An unknown method without a target: error 204, as libtorrent answers.
+        const auto u = parse_reply(c.exchange(*bootstrap, "d1:ad2:id20:" + std::string(c.id.view()) + "e1:q6:frob_x1:t2:u11:y1:qe", "u1"));
+        CHECK(u->m.type == krpc::message_type::error);
+        CHECK(u->m.err.code == 204);
+    }
+
+    // Every torrent's seeders are found through get_peers (they announced before BOOTSTRAP).
+    const auto& first = truth.at(0);
+    const auto key = *id20::from_hex(first.at("announce_keys").at(0).get<std::string>());
+    const auto found = find_peers(c, *bootstrap, key);
+    for (const auto& s : first.at("seeders")) CHECK_MESSAGE(found.values.contains(s.get<std::string>()), s << " not found");
+    REQUIRE(found.tokens.size() >= 2);
+
+    // announce_peer: refused with a wrong token, stored with the right one, then visible
+    // in get_peers and in sample_infohashes at that node.
+    id20 ours;
+    ours.bytes.fill(0xab);
+    const auto& [node, token] = found.tokens.front().second;
+    const auto bad = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) {
+        return krpc::encode_announce_peer(o, h, ours, 4242, "nope", false);
+    }));
+    CHECK(bad->m.type == krpc::message_type::error);
+    CHECK(bad->m.err.code == 203);
+    const auto good = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) {
+        return krpc::encode_announce_peer(o, h, ours, 4242, token, false);
+    }));
+    CHECK(good->m.type == krpc::message_type::response);
+    const auto gp = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_get_peers(o, h, ours); }));
+    std::set<std::string> values;
+    for (const auto& v : gp->m.response.values) values.insert(v.to_string());
+    CHECK(values.contains("127.0.0.1:4242"));
+    const auto s = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) {
+        return krpc::encode_sample_infohashes(o, h, ours);
+    }));
+    REQUIRE(s->m.response.has_samples);
+    CHECK(s->m.response.interval == 60);
+    CHECK(s->m.response.num >= 2); // ours and the torrent we looked up
+    bool sampled = false;
+    for (std::size_t i = 0; i < s->m.response.sample_count(); ++i) sampled = sampled || s->m.response.sample(i) == ours;
+    CHECK_MESSAGE(sampled, "our announce is not among " << s->m.response.sample_count() << " samples (num " << s->m.response.num << ")");
+
+    // The nodes we queried want us in their tables: they ping us first.
+    bool pinged = false;
+    for (const auto& [from, method] : c.queries_received) pinged = pinged || method == "ping";
+    CHECK(pinged);
+
+    // Metadata from seeders, compared with the truth: a few torrents, under every key.
+    std::set<std::size_t> fetched;
+    for (std::size_t i = 0; i < truth.size() && fetched.size() < 6; ++i) {
+        const auto& t = truth[i];
+        // The first three, then hybrids (fetched under both of their keys).
+        if (fetched.size() >= 3 && t.at("announce_keys").size() < 2) continue;
+        for (const auto& k : t.at("announce_keys")) {
+            const auto key_i = *id20::from_hex(k.get<std::string>());
+            const auto seeder = *endpoint::parse(t.at("seeders").at(0).get<std::string>());
+            const std::string raw = fetch_metadata(seeder, key_i);
+            metadata::torrent_info info;
+            REQUIRE(metadata::parse_info(raw, key_i, info));
+            CHECK(metadata::matches(info, key_i));
+            auto expected = without_extras(t);
+            expected["info_hash"] = k;
+            CHECK(metadata::to_json(info) == expected);
+        }
+        fetched.insert(i);
+    }
+
+    // Stopping rewrites the truth with first_served_at: set exactly for what we fetched.
+    CHECK(net.stop(10000ms) == 0);
+    CHECK(fetched.size() >= 4); // at least one hybrid among 30 torrents
+    {
+        std::ifstream in(truth_path);
+        truth = nlohmann::json::parse(in);
+    }
+    for (std::size_t i = 0; i < truth.size(); ++i) {
+        REQUIRE(truth[i].contains("first_served_at"));
+        CHECK_MESSAGE(truth[i]["first_served_at"].is_null() == !fetched.contains(i), "torrent " << i);
+    }
+    std::filesystem::remove_all(dir);
+}
