@@ -1,5 +1,7 @@
 #include "dht/node.hpp"
 
+#include "krpc/query_fast_path.hpp"
+
 namespace dhtc::dht {
 
 namespace {
@@ -38,6 +40,13 @@ node::node(responder& r, response_budget& budget, transport& out, bounded_queue<
 }
 
 void node::handle(const endpoint& from, std::string_view payload) {
+    // Most datagrams are queries in canonical form: those are parsed straight from the
+    // bytes. The fast path gives exactly what the generic one would, or declines.
+    if (krpc::parse_query_fast(payload, msg_)) {
+        bump(counters_.rx_queries);
+        if (responder_.answer(msg_, from, reply_)) answer(from, msg_.query.kind);
+        return;
+    }
     if (!bencode::decode(payload, doc_, krpc::packet_limits)) {
         bump(counters_.rx_bad_bencode);
         return;
