@@ -15,14 +15,15 @@ crawl::traffic_class class_of(krpc::method m) noexcept {
 } // namespace
 
 response_budget::response_budget(const clock& c, const crawl::rate_limit_options& o)
-    : per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
+    : clock_(c), per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
       packets_(c, o.max_response_rate_per_sec, o.max_response_rate_per_sec, 10),
       bytes_(c, o.max_response_bytes_per_sec, o.max_response_bytes_per_sec, 10) {}
 
 bool response_budget::allow(const ip_address& to, krpc::method m, std::size_t bytes) {
     const auto cls = class_of(m);
-    return per_source_.try_acquire(to) && packets_.try_acquire(1, cls) &&
-           bytes_.try_acquire(static_cast<double>(bytes), cls);
+    const time_point now = clock_.now(); // one read for all three budgets
+    return per_source_.try_acquire(to, 1, now) && packets_.try_acquire(1, cls, now) &&
+           bytes_.try_acquire(static_cast<double>(bytes), cls, now);
 }
 
 std::uint64_t response_budget::refused_packets() const noexcept {
