@@ -59,14 +59,6 @@ struct top_fields {
 
 bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
-// Byte order, as the decoder compares keys; neighbouring KRPC keys mostly differ in their
-// first byte, which settles it without a memcmp call.
-bool sorts_before(std::string_view a, std::string_view b) noexcept {
-    if (!a.empty() && !b.empty() && a[0] != b[0])
-        return static_cast<unsigned char>(a[0]) < static_cast<unsigned char>(b[0]);
-    return a < b;
-}
-
 // Reads canonical bencode, the way bencode::decode would accept it, and refuses (returns
 // false) whatever it is not sure the decoder accepts in the same way.
 class scanner {
@@ -145,10 +137,18 @@ public:
         return true;
     }
 
-    // A dict key, which must sort strictly after the previous one: canonical order, so
-    // there can be no duplicate.
+    // A dict key, which must sort strictly after the previous one (byte order, as the
+    // decoder compares keys): canonical order, so there can be no duplicate. Neighbouring
+    // KRPC keys mostly differ in their first byte, which settles it without a memcmp call.
     bool key(std::string_view& k, std::string_view& previous, bool first) noexcept {
-        if (!string(k) || (!first && !sorts_before(previous, k))) return false;
+        if (!string(k)) return false;
+        if (!first) {
+            const bool by_first_byte = !previous.empty() && !k.empty() && previous[0] != k[0];
+            const bool ascending = by_first_byte ? static_cast<unsigned char>(previous[0]) <
+                                                       static_cast<unsigned char>(k[0])
+                                                 : previous < k;
+            if (!ascending) return false;
+        }
         previous = k;
         return true;
     }
