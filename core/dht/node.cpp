@@ -15,7 +15,8 @@ crawl::traffic_class class_of(krpc::method m) noexcept {
 } // namespace
 
 response_budget::response_budget(const clock& c, const crawl::rate_limit_options& o)
-    : clock_(c), per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
+    : clock_(c),
+      per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
       packets_(c, o.max_response_rate_per_sec, o.max_response_rate_per_sec, 10),
       bytes_(c, o.max_response_bytes_per_sec, o.max_response_bytes_per_sec, 10) {}
 
