@@ -86,12 +86,20 @@ void append_compact_node(std::string& out, const id20& id, const endpoint& ep) {
     append_compact_endpoint(out, ep);
 }
 
+// Sized once and written in place: this runs for every find_node and get_peers answer,
+// where one append per field would cost more than the bytes it copies.
 std::size_t append_compact_nodes(std::string& out, std::span<const node_entry> nodes, ip_family f) {
+    const bool v6 = f == ip_family::v6;
     std::size_t n = 0;
+    for (const auto& e : nodes) n += e.ep.address.is_v6() == v6;
+    std::size_t at = out.size();
+    out.resize(at + n * compact_node_size(f));
     for (const auto& e : nodes) {
-        if (e.ep.address.is_v6() != (f == ip_family::v6)) continue;
-        append_compact_node(out, e.id, e.ep);
-        ++n;
+        if (e.ep.address.is_v6() != v6) continue;
+        const compact_endpoint ep = to_compact(e.ep);
+        std::memcpy(out.data() + at, e.id.bytes.data(), id20::size);
+        std::memcpy(out.data() + at + id20::size, ep.bytes.data(), ep.length);
+        at += id20::size + ep.length;
     }
     return n;
 }
