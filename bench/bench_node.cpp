@@ -2,7 +2,10 @@
 // response budget raised out of the way and no bootstrap. It runs for --seconds (or until
 // it has answered --queries), then prints one JSON line: replies sent and the CPU time the
 // whole process used, so replies per CPU-second can be compared with other nodes.
-//   dhtc-bench-node [--port 0] [--seconds 20] [--queries N]
+//   dhtc-bench-node [--port 0] [--seconds 20] [--queries N] [--query-loopback 1]
+// --query-loopback 1 lets the node query the loopback addresses that query it (the address
+// policy refuses them otherwise): with dhtc-krpc-load --answer-queries 1 its routing table
+// fills with the load generator's sources, so find_node and get_peers answers carry nodes.
 // The first line printed is {"listening":"127.0.0.1:PORT"} for the load generator.
 #include <sys/resource.h>
 
@@ -30,15 +33,18 @@ int main(int argc, char** argv) {
     int port = 0;
     double seconds = 20;
     std::uint64_t queries = 0;
+    bool query_loopback = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--port")) port = std::atoi(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--queries")) queries = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (!std::strcmp(argv[i], "--query-loopback")) query_loopback = std::atoi(argv[i + 1]) != 0;
     }
     engine::dht_engine_options o;
     o.port = static_cast<std::uint16_t>(port);
     o.bind_v4 = "127.0.0.1";
     o.crawl.bootstrap.sources.clear();
+    o.crawl.allow_private_addresses = query_loopback;
     auto& rl = o.crawl.rate_limit;
     rl.max_response_rate_per_sec = 1e9;
     rl.max_response_bytes_per_sec = 1e12;
@@ -66,10 +72,12 @@ int main(int argc, char** argv) {
     const auto replies = nc.replies_sent.load();
     const auto* udp = e->udp_counters(false);
     std::printf("{\"bench\":\"krpc_responder_node\",\"replies\":%llu,\"queries\":%llu,\"cpu_seconds\":%.3f,"
-                "\"wall_seconds\":%.3f,\"replies_per_cpu_second\":%.0f,\"rx_packets\":%llu,\"tx_dropped\":%llu}\n",
+                "\"wall_seconds\":%.3f,\"replies_per_cpu_second\":%.0f,\"rx_packets\":%llu,\"tx_dropped\":%llu,"
+                "\"routing_table_nodes\":%llu}\n",
                 static_cast<unsigned long long>(replies), static_cast<unsigned long long>(nc.rx_queries.load()), cpu,
                 wall, cpu > 0 ? static_cast<double>(replies) / cpu : 0.0,
                 static_cast<unsigned long long>(udp->rx_packets.load()),
-                static_cast<unsigned long long>(udp->tx_dropped.load()));
+                static_cast<unsigned long long>(udp->tx_dropped.load()),
+                static_cast<unsigned long long>(e->service().crawl_stats().responsive_size.load()));
     return 0;
 }

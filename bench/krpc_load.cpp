@@ -3,6 +3,9 @@
 // handed out) to any UDP DHT node, keeping a window of queries in flight per source, and
 // count the replies. Prints one JSON line at the end.
 //   dhtc-krpc-load --target 127.0.0.1:PORT [--sources 256] [--seconds 10] [--window 8]
+//                  [--answer-queries 1]
+// With --answer-queries 1 each source answers the queries the node sends it (an empty
+// find_node reply), so a node that crawls its queriers fills its routing table with them.
 // Sources are 127.1.x.y: loopback only, never anything else.
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -50,11 +53,13 @@ int main(int argc, char** argv) {
     int nsources = 256;
     double seconds = 10;
     int window = 8;
+    bool answer_queries = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--target")) target_text = argv[i + 1];
         else if (!std::strcmp(argv[i], "--sources")) nsources = std::atoi(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--window")) window = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--answer-queries")) answer_queries = std::atoi(argv[i + 1]) != 0;
     }
     const auto target = endpoint::parse(target_text);
     if (!target || !target->address.is_v4() || (target->address.raw()[0] != 127)) {
@@ -82,6 +87,7 @@ int main(int argc, char** argv) {
     }
 
     std::uint64_t sent = 0, replies = 0, errors = 0, lost = 0, by_kind[4] = {0, 0, 0, 0};
+    std::uint64_t queries_answered = 0;
     std::string packet;
     packet.reserve(512);
     bencode::document doc;
@@ -125,15 +131,28 @@ int main(int argc, char** argv) {
             for (;;) {
                 const ssize_t len = recv(s.fd, buf, sizeof buf, 0);
                 if (len <= 0) break;
+                bool parsed = false;
+                if (bencode::decode(std::string_view(buf, static_cast<std::size_t>(len)), doc, krpc::packet_limits)) {
+                    msg = krpc::message{};
+                    parsed = static_cast<bool>(krpc::parse(doc.root(), msg));
+                }
+                if (parsed && msg.type == krpc::message_type::query) {
+                    // The node crawling us: not one of our replies.
+                    if (!answer_queries) continue;
+                    packet.clear();
+                    const krpc::reply_header h{msg.transaction, s.id, std::nullopt, "LT\x02\x00"};
+                    if (krpc::encode_find_node_response(packet, h, {}, {}) &&
+                        sendto(s.fd, packet.data(), packet.size(), 0, reinterpret_cast<const sockaddr*>(&dest),
+                               sizeof dest) > 0)
+                        ++queries_answered;
+                    continue;
+                }
                 ++replies;
                 --s.outstanding;
                 s.last_reply = clk::now();
-                if (bencode::decode(std::string_view(buf, static_cast<std::size_t>(len)), doc, krpc::packet_limits)) {
-                    msg = krpc::message{};
-                    if (krpc::parse(doc.root(), msg)) {
-                        if (msg.type == krpc::message_type::error) ++errors;
-                        else if (msg.response.has_token) s.token.assign(msg.response.token);
-                    }
+                if (parsed) {
+                    if (msg.type == krpc::message_type::error) ++errors;
+                    else if (msg.response.has_token) s.token.assign(msg.response.token);
                 }
             }
             fill(s);
@@ -152,11 +171,12 @@ int main(int argc, char** argv) {
     const double wall = std::chrono::duration<double>(clk::now() - start).count();
     std::printf("{\"bench\":\"krpc_load\",\"sources\":%d,\"window\":%d,\"sent\":%llu,\"replies\":%llu,"
                 "\"error_replies\":%llu,\"lost\":%llu,\"ping\":%llu,\"find_node\":%llu,\"get_peers\":%llu,"
-                "\"announce_peer\":%llu,\"wall_seconds\":%.3f,\"replies_per_second\":%.0f}\n",
+                "\"announce_peer\":%llu,\"queries_answered\":%llu,\"wall_seconds\":%.3f,\"replies_per_second\":%.0f}\n",
                 nsources, window, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(replies),
                 static_cast<unsigned long long>(errors), static_cast<unsigned long long>(lost),
                 static_cast<unsigned long long>(by_kind[0]), static_cast<unsigned long long>(by_kind[1]),
-                static_cast<unsigned long long>(by_kind[2]), static_cast<unsigned long long>(by_kind[3]), wall,
+                static_cast<unsigned long long>(by_kind[2]), static_cast<unsigned long long>(by_kind[3]),
+                static_cast<unsigned long long>(queries_answered), wall,
                 static_cast<double>(replies) / wall);
     for (auto& s : sources) close(s.fd);
     close(ep);

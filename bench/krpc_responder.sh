@@ -4,26 +4,34 @@
 #   bench/krpc_responder.sh [BUILD_DIR] [SECONDS]
 # With DHTC_CALLGRIND=1 the node runs under callgrind (slow: a light load) and the script
 # also prints user-space instructions per query on the receive-and-reply path.
+# With DHTC_ROUTING=1 (our node only) the node crawls the load generator's sources and they
+# answer, so its routing table fills and find_node / get_peers answers carry 8 nodes.
 set -euo pipefail
 build=${1:-build/release}
 seconds=${2:-10}
 out=$(mktemp -d)
+node_args=()
+routing_args=()
+if [ "${DHTC_ROUTING:-0}" = 1 ]; then
+  node_args=(--query-loopback 1)
+  routing_args=(--answer-queries 1)
+fi
 trap 'rm -rf "$out"' EXIT
 
 if [ "${DHTC_CALLGRIND:-0}" = 1 ]; then
   valgrind --tool=callgrind --callgrind-out-file="$out/cg.out" \
     --toggle-collect='dhtc::net::udp_socket::on_readable()' \
-    "$build/bench/dhtc-bench-node" --seconds $((seconds + 12)) >"$out/node" 2>"$out/vg.err" &
+    "$build/bench/dhtc-bench-node" --seconds $((seconds + 12)) "${node_args[@]}" >"$out/node" 2>"$out/vg.err" &
   load_args=(--sources 64 --window 2)
   sleep 3
 else
-  "$build/bench/dhtc-bench-node" --seconds $((seconds + 2)) >"$out/node" &
+  "$build/bench/dhtc-bench-node" --seconds $((seconds + 2)) "${node_args[@]}" >"$out/node" &
   load_args=(--sources 256 --window 8)
   sleep 0.5
 fi
 node_pid=$!
 port=$(head -1 "$out/node" | grep -oE ':[0-9]+"' | tr -d ':"')
-"$build/bench/dhtc-krpc-load" --target "127.0.0.1:$port" --seconds "$seconds" "${load_args[@]}"
+"$build/bench/dhtc-krpc-load" --target "127.0.0.1:$port" --seconds "$seconds" "${load_args[@]}" "${routing_args[@]}"
 wait "$node_pid"
 tail -1 "$out/node"
 if [ "${DHTC_CALLGRIND:-0}" = 1 ]; then

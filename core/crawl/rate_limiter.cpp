@@ -34,19 +34,18 @@ token_bucket::token_bucket(const clock& c, double rate_per_second, double burst)
     : clock_(&c), rate_(sanitize(rate_per_second, max_rate)), burst_(sanitize(burst, max_burst)), tokens_(burst_),
       last_(c.now()) {}
 
-void token_bucket::refill() noexcept {
-    const time_point now = clock_->now();
+void token_bucket::refill(time_point now) noexcept {
     tokens_ = refilled(tokens_, rate_, burst_, last_, now);
     // Keep the later instant, so a clock stepping back then forth is not paid twice.
     if (now > last_) last_ = now;
 }
 
-bool token_bucket::try_acquire_above(double n, double floor) noexcept {
+bool token_bucket::try_acquire_above(double n, double floor, time_point now) noexcept {
     if (n <= 0) {
         ++granted_;
         return true;
     }
-    refill();
+    refill(now);
     if (!(tokens_ - n + tolerance >= floor)) { // also refuses NaN
         ++refused_;
         return false;
@@ -73,6 +72,13 @@ reserved_share_bucket::reserved_share_bucket(const clock& c, double rate_per_sec
 bool reserved_share_bucket::try_acquire(double n, traffic_class cls) noexcept {
     const double floor = cls == traffic_class::priority ? 0.0 : reserve_;
     const bool ok = bucket_.try_acquire_above(n, floor);
+    ++(ok ? granted_ : refused_)[index(cls)];
+    return ok;
+}
+
+bool reserved_share_bucket::try_acquire(double n, traffic_class cls, time_point now) noexcept {
+    const double floor = cls == traffic_class::priority ? 0.0 : reserve_;
+    const bool ok = bucket_.try_acquire_above(n, floor, now);
     ++(ok ? granted_ : refused_)[index(cls)];
     return ok;
 }
@@ -115,9 +121,8 @@ void per_source_limiter::link_front(std::uint32_t i) noexcept {
     if (lru_ == none) lru_ = i;
 }
 
-bool per_source_limiter::try_acquire(const ip_address& source, double n) {
+bool per_source_limiter::try_acquire(const ip_address& source, double n, time_point now) {
     const ip_address a = canonical(source);
-    const time_point now = clock_->now();
     const std::uint64_t h = detail::hash_address(key_, a);
     std::uint32_t i = index_.find(h, [&](std::uint32_t s) { return slots_[s].address == a; });
     if (i == detail::slot_index::npos) {

@@ -34,7 +34,10 @@ public:
     /// Takes `n` tokens if available. n <= 0 always succeeds; NaN never does.
     bool try_acquire(double n = 1) noexcept { return try_acquire_above(n, 0); }
     /// Takes `n` tokens only if at least `floor` tokens remain afterwards.
-    bool try_acquire_above(double n, double floor) noexcept;
+    bool try_acquire_above(double n, double floor) noexcept { return try_acquire_above(n, floor, clock_->now()); }
+    /// The same at an instant the caller already read from this bucket's clock (one read
+    /// serves every budget a packet passes).
+    bool try_acquire_above(double n, double floor, time_point now) noexcept;
     /// Tokens available now.
     double available() noexcept;
     /// Changes the rate from now on (tokens accrued so far are kept at the old rate).
@@ -47,7 +50,8 @@ public:
     std::uint64_t refused() const noexcept { return refused_; }
 
 private:
-    void refill() noexcept;
+    void refill() noexcept { refill(clock_->now()); }
+    void refill(time_point now) noexcept;
 
     const clock* clock_;
     double rate_;
@@ -75,6 +79,8 @@ public:
     reserved_share_bucket(const clock& c, double rate_per_second, double burst, unsigned reserved_percent = 10) noexcept;
 
     bool try_acquire(double n, traffic_class cls) noexcept;
+    /// The same at an instant the caller read from this bucket's clock.
+    bool try_acquire(double n, traffic_class cls, time_point now) noexcept;
     double available() noexcept { return bucket_.available(); }
     /// Tokens normal traffic can never touch.
     double reserve() const noexcept { return reserve_; }
@@ -116,7 +122,9 @@ public:
 
     /// Takes `n` tokens from `source`'s bucket (its canonical address: a v4-mapped IPv6
     /// source shares the IPv4 bucket).
-    bool try_acquire(const ip_address& source, double n = 1);
+    bool try_acquire(const ip_address& source, double n = 1) { return try_acquire(source, n, clock_->now()); }
+    /// The same at an instant the caller read from this limiter's clock.
+    bool try_acquire(const ip_address& source, double n, time_point now);
 
     std::size_t size() const noexcept { return size_; }
     std::size_t capacity() const noexcept { return capacity_; }

@@ -1,5 +1,7 @@
 #include "dht/node.hpp"
 
+#include "krpc/query_fast_path.hpp"
+
 namespace dhtc::dht {
 
 namespace {
@@ -13,14 +15,16 @@ crawl::traffic_class class_of(krpc::method m) noexcept {
 } // namespace
 
 response_budget::response_budget(const clock& c, const crawl::rate_limit_options& o)
-    : per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
+    : clock_(c),
+      per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
       packets_(c, o.max_response_rate_per_sec, o.max_response_rate_per_sec, 10),
       bytes_(c, o.max_response_bytes_per_sec, o.max_response_bytes_per_sec, 10) {}
 
 bool response_budget::allow(const ip_address& to, krpc::method m, std::size_t bytes) {
     const auto cls = class_of(m);
-    return per_source_.try_acquire(to) && packets_.try_acquire(1, cls) &&
-           bytes_.try_acquire(static_cast<double>(bytes), cls);
+    const time_point now = clock_.now(); // one read for all three budgets
+    return per_source_.try_acquire(to, 1, now) && packets_.try_acquire(1, cls, now) &&
+           bytes_.try_acquire(static_cast<double>(bytes), cls, now);
 }
 
 std::uint64_t response_budget::refused_packets() const noexcept {
@@ -38,6 +42,13 @@ node::node(responder& r, response_budget& budget, transport& out, bounded_queue<
 }
 
 void node::handle(const endpoint& from, std::string_view payload) {
+    // Most datagrams are queries in canonical form: those are parsed straight from the
+    // bytes. The fast path gives exactly what the generic one would, or declines.
+    if (krpc::parse_query_fast(payload, msg_)) {
+        bump(counters_.rx_queries);
+        if (responder_.answer(msg_, from, reply_)) answer(from, msg_.query.kind);
+        return;
+    }
     if (!bencode::decode(payload, doc_, krpc::packet_limits)) {
         bump(counters_.rx_bad_bencode);
         return;

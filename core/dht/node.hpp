@@ -37,6 +37,7 @@ public:
     std::uint64_t refused_bytes() const noexcept;
 
 private:
+    const clock& clock_;
     crawl::per_source_limiter per_source_;
     crawl::reserved_share_bucket packets_;
     crawl::reserved_share_bucket bytes_;

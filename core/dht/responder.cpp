@@ -9,8 +9,8 @@ void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_o
 
 responder::responder(const id20& own_id, std::string_view version, token_manager& tokens, sample_store& samples,
                      const close_nodes_source& nodes, query_observer& observer, const clock& clk)
-    : own_id_(own_id), version_(version), tokens_(tokens), samples_(samples), nodes_source_(nodes),
-      observer_(observer), clock_(clk) {
+    : own_id_(own_id), version_(version), replies_(own_id, version), tokens_(tokens), samples_(samples),
+      nodes_source_(nodes), observer_(observer), clock_(clk) {
     nodes_.reserve(close_nodes * krpc::compact_node_v4_size);
     nodes6_.reserve(close_nodes * krpc::compact_node_v6_size);
 }
@@ -46,15 +46,14 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
     }
     if (!q.read_only) observer_.on_querier(q.id, from);
 
-    const auto h = header(q, from);
     switch (q.query.kind) {
     case krpc::method::ping:
         bump(counters_.ping);
-        return krpc::encode_ping_response(out, h);
+        return replies_.ping(out, q.transaction, from);
     case krpc::method::find_node:
         bump(counters_.find_node);
         collect_nodes(q.query.target, q, from);
-        return krpc::encode_find_node_response(out, h, nodes_, nodes6_);
+        return replies_.find_node(out, q.transaction, from, nodes_, nodes6_);
     case krpc::method::get_peers: {
         bump(counters_.get_peers);
         if (is_bootstrap_lookup(q.query.info_hash, q.id)) {
@@ -64,8 +63,8 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
         }
         collect_nodes(q.query.info_hash, q, from);
         const auto token = tokens_.make(from.address);
-        return krpc::encode_get_peers_response(out, h, std::string_view(token.data(), token.size()), {}, nodes_,
-                                               nodes6_);
+        return replies_.get_peers(out, q.transaction, from, std::string_view(token.data(), token.size()), nodes_,
+                                  nodes6_);
     }
     case krpc::method::announce_peer:
         return announce(q, from, out);
@@ -73,7 +72,7 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
         bump(counters_.sample_infohashes);
         collect_nodes(q.query.target, q, from);
         const auto samples = samples_.samples(clock_.now());
-        return krpc::encode_sample_infohashes_response(out, h, samples_.interval().count(),
+        return krpc::encode_sample_infohashes_response(out, header(q, from), samples_.interval().count(),
                                                        static_cast<std::int64_t>(samples_.size()), samples, nodes_,
                                                        nodes6_);
     }
@@ -83,7 +82,7 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
         if (q.query.has_target || q.query.has_info_hash) {
             bump(counters_.unknown_answered);
             collect_nodes(q.query.has_target ? q.query.target : q.query.info_hash, q, from);
-            return krpc::encode_find_node_response(out, h, nodes_, nodes6_);
+            return replies_.find_node(out, q.transaction, from, nodes_, nodes6_);
         }
         bump(counters_.unknown_refused);
         return krpc::encode_error(out, q.transaction, krpc::error_method_unknown, "Method Unknown", from, version_);
@@ -104,7 +103,7 @@ bool responder::announce(const krpc::message& q, const endpoint& from, std::stri
         samples_.add(q.query.info_hash);
         observer_.on_announce(q.query.info_hash, peer, from);
     }
-    return krpc::encode_announce_response(out, header(q, from));
+    return replies_.ping(out, q.transaction, from); // the same shape as a ping reply
 }
 
 bool responder::answer_malformed(const krpc::message& partial, const krpc::parse_result& why, const endpoint& from,

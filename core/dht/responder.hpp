@@ -14,6 +14,7 @@
 #include "krpc/compact.hpp"
 #include "krpc/encode.hpp"
 #include "krpc/message.hpp"
+#include "krpc/reply_encoder.hpp"
 #include "net/address.hpp"
 #include "util/id20.hpp"
 
@@ -86,6 +87,7 @@ private:
 
     id20 own_id_;
     std::string version_;
+    krpc::reply_encoder replies_; ///< the frequent replies, from pre-encoded fragments
     token_manager& tokens_;
     sample_store& samples_;
     const close_nodes_source& nodes_source_;

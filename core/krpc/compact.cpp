@@ -86,14 +86,41 @@ void append_compact_node(std::string& out, const id20& id, const endpoint& ep) {
     append_compact_endpoint(out, ep);
 }
 
-std::size_t append_compact_nodes(std::string& out, std::span<const node_entry> nodes, ip_family f) {
+namespace {
+
+// One compact node entry at `p`; with the address size known at compile time every copy
+// is a couple of moves.
+template <std::size_t AddressSize>
+void write_compact_node(char* p, const node_entry& e) noexcept {
+    std::memcpy(p, e.id.bytes.data(), id20::size);
+    std::memcpy(p + id20::size, e.ep.address.raw().data(), AddressSize);
+    p[id20::size + AddressSize] = static_cast<char>(e.ep.port >> 8);
+    p[id20::size + AddressSize + 1] = static_cast<char>(e.ep.port & 0xff);
+}
+
+template <std::size_t AddressSize>
+std::size_t append_nodes_of_family(std::string& out, std::span<const node_entry> nodes, bool v6) {
+    constexpr std::size_t entry_size = id20::size + AddressSize + 2;
     std::size_t n = 0;
+    for (const auto& e : nodes) n += e.ep.address.is_v6() == v6;
+    std::size_t at = out.size();
+    out.resize(at + n * entry_size);
     for (const auto& e : nodes) {
-        if (e.ep.address.is_v6() != (f == ip_family::v6)) continue;
-        append_compact_node(out, e.id, e.ep);
-        ++n;
+        if (e.ep.address.is_v6() != v6) continue;
+        write_compact_node<AddressSize>(out.data() + at, e);
+        at += entry_size;
     }
     return n;
+}
+
+} // namespace
+
+// Sized once and written in place: this runs for every find_node and get_peers answer,
+// where one append per field would cost more than the bytes it copies.
+std::size_t append_compact_nodes(std::string& out, std::span<const node_entry> nodes, ip_family f) {
+    static_assert(compact_node_v4_size == id20::size + 4 + 2 && compact_node_v6_size == id20::size + 16 + 2);
+    return f == ip_family::v6 ? append_nodes_of_family<16>(out, nodes, true)
+                              : append_nodes_of_family<4>(out, nodes, false);
 }
 
 } // namespace dhtc::krpc
