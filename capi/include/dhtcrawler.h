@@ -65,6 +65,8 @@ DHTC_API int dhtc_abi_version(void);
 #define DHTC_ERR_NO_MEMORY -7        /**< an allocation failed */
 #define DHTC_ERR_INTERNAL -8         /**< an unexpected failure inside the library */
 #define DHTC_ERR_NOT_FOUND -9        /**< no such event (answered already or timed out) */
+#define DHTC_ERR_STORE -10           /**< the retry store could not be opened: an unusable SQLite file, a bad
+                                          PostgreSQL connection string or an unreachable server (dhtc_last_error says which) */
 
 /**
  * @brief A stable name for a status code ("DHTC_OK", "DHTC_ERR_BIND", ...).
