@@ -40,6 +40,10 @@ public:
     /// delivery thread ends when the owner calls stop() or destroys the crawler.
     void stop();
 
+    /// Hands the pipeline a (hash, peer) pair learned outside the DHT (another source, a
+    /// test). Any thread; false when the ingress queue is full.
+    bool inject_hash(const crawl::hash_event& e) { return pipeline_->ingress().try_push(e); }
+
     const dht_engine& dht() const noexcept { return *dht_; }
     const metadata::pipeline& pipeline() const noexcept { return *pipeline_; }
     const delivery_thread& delivery() const noexcept { return *delivery_; }

@@ -186,7 +186,8 @@ void store::record_done(const id20& info_hash, unix_seconds now) {
 void store::release(const id20& info_hash, unix_seconds retry_at) {
     auto row = db_->load(info_hash);
     if (!row || !ours(*row)) return;
-    row->state = hash_state::pending;
+    // A hash that failed before goes back to sleep; a first round back to the queue.
+    row->state = row->attempts > 0 ? hash_state::dormant : hash_state::pending;
     row->lease_owner.clear();
     row->next_retry_at = retry_at;
     db_->update(*row);

@@ -136,7 +136,7 @@ public:
     /// A round delivered the torrent: done, for good.
     void record_done(const id20& info_hash, unix_seconds now);
     /// Gives our lease back without an attempt (a cancelled round, a gate that said no):
-    /// pending again from `retry_at`.
+    /// due again from `retry_at` (dormant if it failed before, else pending).
     void release(const id20& info_hash, unix_seconds retry_at);
     /// Due rows, leased to us.
     std::vector<retry_row> lease_due(std::size_t batch, unix_seconds now);
