@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <libpq-fe.h>
 #include <nlohmann/json.hpp>
 
 #include "retry/postgres_store.hpp"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     std::string backend = "sqlite", path = "/tmp/dhtc-retry-bench.sqlite", conninfo;
     std::uint64_t hashes = 1'000'000;
     std::size_t batch = 64;
+    bool reuse = false; // keep the database of a previous run (populating a server takes minutes)
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
         if (k == "--backend") backend = v;
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
         else if (k == "--conninfo") conninfo = v;
         else if (k == "--hashes") hashes = std::stoull(v);
         else if (k == "--batch") batch = std::stoull(v);
+        else if (k == "--reuse") reuse = v == "yes";
         else {
             std::fprintf(stderr, "unknown argument %s\n", k.c_str());
             return 2;
@@ -60,11 +63,11 @@ int main(int argc, char** argv) {
         return retry::open_postgres(conninfo);
     };
     try {
-        if (backend == "sqlite")
+        if (backend == "sqlite" && !reuse)
             for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
         const auto now = retry::scheduler::now();
         // Populate: dormant rows as failures leave them, due over the next 30 days, 1% due now.
-        {
+        if (!reuse) {
             auto db = open();
             std::mt19937_64 rng(42);
             const auto t = clk::now();
@@ -88,6 +91,12 @@ int main(int argc, char** argv) {
             }
             emit({{"bench", "retry_store"}, {"backend", backend}, {"phase", "populate"}, {"hashes", hashes},
                   {"seconds", ms_since(t) / 1000.0}});
+        }
+        if (backend == "postgresql") {
+            // What autovacuum does after a bulk load; the planner needs the statistics.
+            PGconn* c = PQconnectdb(conninfo.c_str());
+            PQclear(PQexec(c, "ANALYZE retry_hashes"));
+            PQfinish(c);
         }
         // A fresh process view: open the store and work on it the way the store thread does.
         const auto rss_before = rss_kib();
