@@ -89,13 +89,13 @@ stage_sanitize() {
 stage_tsan() {
   note "ThreadSanitizer build of the multi-threaded tests"
   local dir=$out/tsan
-  local targets=(capi_contract test_snapshot test_pipeline)
+  local targets=(capi_contract test_snapshot test_pipeline test_retry_scheduler)
   if cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_SANITIZE=thread \
         -DDHTC_BUILD_EXAMPLES=OFF -DDHTC_BUILD_BENCH=OFF >/dev/null &&
      cmake --build "$dir" -j "$jobs" --target "${targets[@]}"; then
     # Only what was built: the other tests would be reported as not found.
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline)$'
+      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline|unit\.test_retry_scheduler)$'
   else
     failed=$((failed + 1)); failures+=("tsan build failed")
   fi
