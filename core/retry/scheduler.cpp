@@ -14,6 +14,10 @@ namespace dhtc::retry {
 namespace {
 
 constexpr std::size_t max_batch = 2048;
+// Observations (every get_peers we answer) may outnumber everything else; a turn applies at
+// most this many, so claims and outcomes never wait behind them. The rest wait in their
+// bounded queue, which refuses and counts when full.
+constexpr std::size_t max_observations_per_turn = 256;
 constexpr auto lease_interval = std::chrono::milliseconds(200);
 
 void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -151,7 +155,8 @@ void scheduler::turn(bool final) {
     do {
         batch_.clear();
         requests_.pop_batch(batch_, max_batch);
-        observations_.pop_batch(batch_, max_batch - batch_.size());
+        observations_.pop_batch(batch_, final ? max_batch - batch_.size()
+                                              : std::min(max_observations_per_turn, max_batch - batch_.size()));
         if (batch_.empty()) break;
         apply_batch(batch_);
     } while (final);
@@ -204,6 +209,11 @@ void scheduler::apply_batch(std::vector<request>& batch) {
                 bump(counters_.released);
             } else if (auto* o = std::get_if<observe_req>(&r)) {
                 bump(counters_.observations);
+                // Sorted by hash: a popular hash looked up many times is read once per turn.
+                if (!o->peer && i > 0) {
+                    const auto* prev = std::get_if<observe_req>(&batch[i - 1]);
+                    if (prev && prev->h == o->h) continue;
+                }
                 std::vector<endpoint> peers;
                 if (o->peer) peers.push_back(*o->peer);
                 if (store_->observe(o->h, peers, t)) bump(counters_.reactivated);
