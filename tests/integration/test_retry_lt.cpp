@@ -10,6 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -134,6 +138,19 @@ id20 unknown_hash(std::uint8_t tag) {
     id20 h;
     for (std::size_t i = 0; i < 20; ++i) h.bytes[i] = static_cast<std::uint8_t>(0x5a ^ (i * 7) ^ tag);
     return h;
+}
+
+// A UDP port free right now on 127.0.0.1 (the crawler processes bind it next).
+std::uint16_t free_udp_port() {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
 }
 
 } // namespace
@@ -339,3 +356,76 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
 }
 
 }
+
+#ifdef DHTC_CRAWL_EXAMPLE
+TEST_CASE("fleet of three crawler processes (the C host over the C API) on one PostgreSQL") {
+    const auto base = test::pg_base();
+    REQUIRE_MESSAGE(base, "DHTC_TEST_PG is not set: run tests/run.sh (it starts PostgreSQL)");
+    const auto conninfo = test::pg_fresh_schema(*base, "retry_procs_" + std::to_string(::getpid()));
+    const auto workdir = std::filesystem::temp_directory_path() / ("dhtc-retry-procs-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(workdir);
+    std::filesystem::create_directories(workdir);
+
+    constexpr int fleet = 3;
+    std::vector<std::unique_ptr<test::subprocess>> procs;
+    std::vector<std::string> endpoints;
+    for (int i = 0; i < fleet; ++i) {
+        const auto port = free_udp_port();
+        nlohmann::json o = {{"port", port},
+                            {"bind_v4", "127.0.0.1"},
+                            {"allow_private_addresses", true},
+                            {"crawl", {{"bootstrap", {{"sources", nlohmann::json::array()}}}}},
+                            {"metadata", {{"timeout_secs", 2}}},
+                            {"retry",
+                             {{"store", {{"kind", "postgresql"}, {"conninfo", conninfo}}},
+                              {"owner_id", "proc-" + std::to_string(i)},
+                              {"lease_secs", 30}}}};
+        procs.push_back(std::make_unique<test::subprocess>(std::vector<std::string>{
+            DHTC_CRAWL_EXAMPLE, "--lib", DHTC_LIBRARY, "--options", o.dump(), "--seconds", "120"}));
+        endpoints.push_back("127.0.0.1:" + std::to_string(port));
+    }
+    std::this_thread::sleep_for(1s); // bound and connected (a failed create exits at once)
+    for (auto& p : procs) REQUIRE(p->running());
+    test::subprocess swarm(swarm_args(endpoints, "127.0.80", workdir / "swarm", 2, 120));
+    const auto keys = start_swarm(swarm);
+    REQUIRE(keys.size() == 4);
+
+    std::map<std::string, int> times;
+    std::size_t lines = 0;
+    const auto collect = [&] {
+        for (auto& p : procs)
+            while (const auto line = p->read_line(20ms)) { // below 1 ms read_line does not look
+                const auto t = nlohmann::json::parse(*line, nullptr, false);
+                if (t.is_discarded() || !t.contains("info_hash")) continue;
+                ++times[t.at("info_hash").get<std::string>()];
+                ++lines;
+            }
+        while (swarm.read_line(0ms)) {
+        }
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 90s;
+    while (lines < keys.size() && std::chrono::steady_clock::now() < deadline) {
+        collect();
+        std::this_thread::sleep_for(200ms);
+    }
+    const auto settle = std::chrono::steady_clock::now() + 12s; // more announce rounds to all three
+    while (std::chrono::steady_clock::now() < settle) {
+        collect();
+        std::this_thread::sleep_for(200ms);
+    }
+    swarm.stop();
+    for (auto& p : procs) {
+        ::kill(p->pid(), SIGTERM); // the host shuts down cleanly on SIGTERM
+        CHECK(p->stop(10s) == 0);
+    }
+    collect();
+    CHECK(lines == keys.size());
+    for (const auto& k : keys) {
+        CAPTURE(k);
+        CHECK(times[k] == 1); // exactly once across the three processes
+    }
+    CHECK(test::pg_query(conninfo, "SELECT count(*) FROM retry_hashes WHERE state NOT IN (2, 3)") == "0");
+    CHECK(test::pg_query(conninfo, "SELECT count(*) FROM retry_hashes WHERE state = 2") == std::to_string(keys.size()));
+    std::filesystem::remove_all(workdir);
+}
+#endif
