@@ -44,9 +44,8 @@ bool cacheable(failure_class c) noexcept {
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
 // arrays (id20) inside a coroutine body ("array used as initializer").
 completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
-                           std::optional<endpoint> peer, std::uint32_t round = 0) {
+                           std::optional<endpoint> peer) {
     completion c;
-    c.round = round;
     c.info_hash = key;
     c.result = o;
     c.failure = f;
@@ -275,7 +274,7 @@ void pipeline::impl::release_slot() {
 void pipeline::impl::complete(job& j, completion c) {
     if (j.completed) return;
     j.completed = true;
-    c.round = j.round;
+    c.round = j.round; // which round of the hash this was (0 without a store)
     settle_lease(j, c);
     if (j.retry && retry_active) --retry_active;
     bump(owner.counters_.outcomes[static_cast<std::size_t>(c.result)]);
