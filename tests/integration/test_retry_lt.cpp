@@ -140,6 +140,7 @@ id20 unknown_hash(std::uint8_t tag) {
     return h;
 }
 
+#ifdef DHTC_CRAWL_EXAMPLE
 // A UDP port free right now on 127.0.0.1 (the crawler processes bind it next).
 std::uint16_t free_udp_port() {
     const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
@@ -152,6 +153,7 @@ std::uint16_t free_udp_port() {
     ::close(fd);
     return ntohs(a.sin_port);
 }
+#endif
 
 } // namespace
 
