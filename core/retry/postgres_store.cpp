@@ -197,6 +197,19 @@ public:
     void begin() override { exec("BEGIN"); }
     void commit() override { exec("COMMIT"); }
     void rollback() noexcept override {
+        if (PQstatus(conn_) == CONNECTION_BAD) {
+            // The server went away (restart, network): reconnect for the next batch; the
+            // session settings and prepared statements are made again.
+            PQreset(conn_);
+            if (PQstatus(conn_) != CONNECTION_OK) return;
+            try {
+                exec("SET client_min_messages = warning");
+                exec("SET plan_cache_mode = force_custom_plan");
+                prepare();
+            } catch (...) {
+            }
+            return;
+        }
         if (PQtransactionStatus(conn_) != PQTRANS_IDLE) PQclear(PQexec(conn_, "ROLLBACK"));
     }
 
@@ -317,7 +330,11 @@ private:
         prepare_one("lease", "UPDATE retry_hashes SET state=1, lease_owner=$1, next_retry_at=$2 WHERE info_hash IN ("
                              "SELECT info_hash FROM retry_hashes WHERE state = $5::smallint AND next_retry_at <= $3 "
                              "ORDER BY next_retry_at LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING " + cols);
-        prepare_one("expire", "UPDATE retry_hashes SET state=0, lease_owner=NULL WHERE state=1 AND next_retry_at <= $1");
+        // Rows another transaction holds are left for the next round: no waiting, no deadlock
+        // with a batch that locks rows in hash order.
+        prepare_one("expire", "UPDATE retry_hashes SET state=0, lease_owner=NULL WHERE info_hash IN ("
+                              "SELECT info_hash FROM retry_hashes WHERE state=1 AND next_retry_at <= $1 "
+                              "FOR UPDATE SKIP LOCKED)");
         prepare_one("counts", "SELECT state, COUNT(*) FROM retry_hashes GROUP BY state");
         prepare_one("bytes", "SELECT pg_total_relation_size('retry_hashes')");
     }

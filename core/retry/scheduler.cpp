@@ -187,10 +187,17 @@ void scheduler::apply_batch(std::vector<request>& batch) {
         return std::visit([](const auto& x) -> const id20& { return x.h; }, r);
     };
     std::stable_sort(batch.begin(), batch.end(), [&](const request& a, const request& b) { return key(a) < key(b); });
-    answers_.clear();
     std::vector<retry_event> events;
     const unix_seconds t = now();
-    try {
+    // A failed batch is tried once more: a deadlock victim or a dropped connection that
+    // came back usually goes through the second time.
+    struct {
+        std::uint64_t failures = 0, done = 0, released = 0, observations = 0, reactivated = 0;
+    } applied; // counted once the transaction committed
+    for (int attempt = 0;; ++attempt) try {
+        answers_.clear();
+        events.clear();
+        applied = {};
         store_->begin();
         for (std::size_t i = 0; i < batch.size(); ++i) {
             auto& r = batch[i];
@@ -198,18 +205,18 @@ void scheduler::apply_batch(std::vector<request>& batch) {
                 answers_.emplace_back(i, store_->claim(c->h, c->peers, t));
             } else if (auto* f = std::get_if<failure_req>(&r)) {
                 if (const auto row = store_->record_failure(f->h, f->cls, t)) {
-                    bump(counters_.failures_recorded);
+                    ++applied.failures;
                     events.push_back({row->info_hash, row->state, row->attempts, f->cls, row->next_retry_at});
                 }
             } else if (auto* d = std::get_if<done_req>(&r)) {
                 store_->record_done(d->h, t);
-                bump(counters_.done_recorded);
+                ++applied.done;
                 events.push_back({d->h, hash_state::done, 0, metadata::failure_class::none, 0});
             } else if (auto* rel = std::get_if<release_req>(&r)) {
                 store_->release(rel->h, rel->at);
-                bump(counters_.released);
+                ++applied.released;
             } else if (auto* o = std::get_if<observe_req>(&r)) {
-                bump(counters_.observations);
+                ++applied.observations;
                 // Sorted by hash: a popular hash looked up many times is read once per turn.
                 if (!o->peer && i > 0) {
                     const auto* prev = std::get_if<observe_req>(&batch[i - 1]);
@@ -217,20 +224,28 @@ void scheduler::apply_batch(std::vector<request>& batch) {
                 }
                 std::vector<endpoint> peers;
                 if (o->peer) peers.push_back(*o->peer);
-                if (store_->observe(o->h, peers, t)) bump(counters_.reactivated);
+                if (store_->observe(o->h, peers, t)) ++applied.reactivated;
             }
         }
         store_->commit();
         bump(counters_.transactions);
+        bump(counters_.failures_recorded, applied.failures);
+        bump(counters_.done_recorded, applied.done);
+        bump(counters_.released, applied.released);
+        bump(counters_.observations, applied.observations);
+        bump(counters_.reactivated, applied.reactivated);
+        break;
     } catch (const std::exception& e) {
         store_->rollback();
         report(e.what());
+        if (attempt == 0) continue;
         // Nothing was stored: every claim is answered busy (the hash comes again); leases
         // taken before are recovered after their expiry.
         events.clear();
         answers_.clear();
         for (std::size_t i = 0; i < batch.size(); ++i)
             if (std::holds_alternative<claim_req>(batch[i])) answers_.emplace_back(i, claim_answer{claim_result::busy, 0});
+        break;
     }
     // Answered after the commit: a lease we announce is one the database holds.
     for (const auto& [i, a] : answers_) {

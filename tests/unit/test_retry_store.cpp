@@ -5,9 +5,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <sqlite3.h>
 
@@ -231,6 +235,63 @@ void run_suite(const backend_factory& make, bool shared) {
     }
 }
 
+// Three crawlers, each on its own connection and thread, race for the same hashes: claims
+// of fresh sightings, then leases of due work. Every hash goes to exactly one of them.
+void race(const backend_factory& make) {
+    constexpr unsigned hashes = 300;
+    constexpr int crawlers = 3;
+    std::mutex m;
+    std::map<id20, int> granted, leased;
+    std::vector<std::thread> threads;
+    for (int c = 0; c < crawlers; ++c)
+        threads.emplace_back([&, c] {
+            auto s = make_store(make, "racer-" + std::to_string(c), 3600);
+            // Each sees every hash, in its own order, a few per transaction.
+            std::vector<unsigned> order(hashes);
+            for (unsigned i = 0; i < hashes; ++i) order[i] = (i * (7 + 2 * c) + c) % hashes;
+            for (unsigned i = 0; i < hashes; i += 5) {
+                // Sorted within the transaction, as the store thread sorts its batches: rows
+                // are locked in one global order, so two crawlers never wait on each other
+                // in a cycle.
+                std::vector<id20> batch, won;
+                for (unsigned k = i; k < i + 5 && k < hashes; ++k) batch.push_back(hash_of(1000 + order[k]));
+                std::sort(batch.begin(), batch.end());
+                s->begin();
+                for (const auto& h : batch)
+                    if (s->claim(h, {}, t0).result == claim_result::fetch) won.push_back(h);
+                s->commit();
+                std::lock_guard l(m);
+                for (const auto& h : won) ++granted[h];
+            }
+            // Every round fails; the hashes come due at once for whoever leases them.
+            std::vector<id20> all;
+            for (unsigned i = 0; i < hashes; ++i) all.push_back(hash_of(1000 + i));
+            std::sort(all.begin(), all.end());
+            s->begin();
+            for (const auto& h : all) s->record_failure(h, fc::no_peers, t0);
+            s->commit();
+        });
+    for (auto& t : threads) t.join();
+    CHECK(granted.size() == hashes);
+    for (const auto& [h, n] : granted) CHECK(n == 1);
+    threads.clear();
+    for (int c = 0; c < crawlers; ++c)
+        threads.emplace_back([&, c] {
+            auto s = make_store(make, "leaser-" + std::to_string(c), 3600);
+            for (;;) {
+                s->begin();
+                const auto rows = s->lease_due(7, t0 + 1'000'000);
+                s->commit();
+                if (rows.empty()) break;
+                std::lock_guard l(m);
+                for (const auto& r : rows) ++leased[r.info_hash];
+            }
+        });
+    for (auto& t : threads) t.join();
+    CHECK(leased.size() == hashes);
+    for (const auto& [h, n] : leased) CHECK(n == 1);
+}
+
 std::string temp_path(const char* name) {
     return (std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(getpid()) + ".sqlite"))
         .string();
@@ -278,6 +339,22 @@ TEST_CASE("sqlite file, two connections") {
     remove_db(path);
     run_suite([&] { return open_sqlite(path); }, true);
     remove_db(path);
+}
+
+TEST_CASE("three crawlers race for the same hashes: each granted and leased once") {
+    SUBCASE("sqlite file") {
+        const auto path = temp_path("dhtc-retry-race");
+        remove_db(path);
+        race([&] { return open_sqlite(path, 30'000); });
+        remove_db(path);
+    }
+    SUBCASE("postgresql") {
+        const auto base = test::pg_base();
+        REQUIRE_MESSAGE(base, "DHTC_TEST_PG is not set: run tests/run.sh (it starts PostgreSQL)");
+        const auto conninfo = test::pg_fresh_schema(*base, "retry_race_" + std::to_string(getpid()));
+        open_postgres(conninfo); // migrate once, before the race
+        race([&] { return open_postgres(conninfo); });
+    }
 }
 
 TEST_CASE("postgresql") {
