@@ -37,7 +37,7 @@ struct store_error : std::runtime_error {
 
 /// One info hash, compactly: failure counts are 4-bit saturating counters per class packed
 /// into one integer, the last four failure classes 4 bits each (newest lowest), peers in
-/// compact form. 
+/// compact form.
 struct retry_row {
     static constexpr std::size_t max_peers = 3;
     static constexpr std::size_t recent_kept = 4;
