@@ -4,6 +4,9 @@
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
+#   pg        only start PostgreSQL for the tests (build and sanitize do it themselves):
+#             the packaged cluster (pg_ctlcluster, never initdb), a test role and database,
+#             exported as DHTC_TEST_PG; tests that need it fail without it
 # Usage: tests/run.sh [stage...]   (no stage: all of them, in that order)
 # Ends with one line "summary: N passed, M failed"; exits non-zero on any failure.
 set -uo pipefail
@@ -44,8 +47,27 @@ build_tree() { # dir, extra cmake args...
   cmake -S "$root" -B "$dir" -G Ninja "$@" >/dev/null && cmake --build "$dir" -j "$jobs"
 }
 
+# The retry store's PostgreSQL tests talk to a real server: start the packaged cluster
+# once (as root on CI) unless DHTC_TEST_PG already names one.
+ensure_pg() {
+  [ -n "${DHTC_TEST_PG:-}" ] && return 0
+  local url
+  if url=$(bash "$root/tests/pg/start_pg.sh" | tail -1) && [ -n "$url" ]; then
+    export DHTC_TEST_PG=$url
+    echo "PostgreSQL for the tests: ${url%%:*}://...@${url##*@}"
+  else
+    failed=$((failed + 1)); failures+=("PostgreSQL did not start (the retry store's PostgreSQL tests will fail)")
+  fi
+}
+
+stage_pg() {
+  note "PostgreSQL for the tests"
+  ensure_pg
+}
+
 stage_build() {
   note "release build (-Werror) and tests"
+  ensure_pg
   if build_tree "$out/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
     run_ctest "$out/release" release
   else
@@ -55,6 +77,7 @@ stage_build() {
 
 stage_sanitize() {
   note "AddressSanitizer + UndefinedBehaviorSanitizer build of the tests"
+  ensure_pg
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_ctest "$out/asan" asan
@@ -66,13 +89,13 @@ stage_sanitize() {
 stage_tsan() {
   note "ThreadSanitizer build of the multi-threaded tests"
   local dir=$out/tsan
-  local targets=(capi_contract test_snapshot test_pipeline)
+  local targets=(capi_contract test_snapshot test_pipeline test_retry_scheduler)
   if cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_SANITIZE=thread \
         -DDHTC_BUILD_EXAMPLES=OFF -DDHTC_BUILD_BENCH=OFF >/dev/null &&
      cmake --build "$dir" -j "$jobs" --target "${targets[@]}"; then
     # Only what was built: the other tests would be reported as not found.
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline)$'
+      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline|unit\.test_retry_scheduler)$'
   else
     failed=$((failed + 1)); failures+=("tsan build failed")
   fi
@@ -114,7 +137,8 @@ for stage in "${stages[@]}"; do
     sanitize) stage_sanitize ;;
     tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
-    *) echo "unknown stage: $stage (build, sanitize, tsan, fuzz)"; exit 2 ;;
+    pg) stage_pg ;;
+    *) echo "unknown stage: $stage (build, sanitize, tsan, fuzz, pg)"; exit 2 ;;
   esac
 done
 

@@ -65,6 +65,8 @@ DHTC_API int dhtc_abi_version(void);
 #define DHTC_ERR_NO_MEMORY -7        /**< an allocation failed */
 #define DHTC_ERR_INTERNAL -8         /**< an unexpected failure inside the library */
 #define DHTC_ERR_NOT_FOUND -9        /**< no such event (answered already or timed out) */
+#define DHTC_ERR_STORE -10           /**< the retry store could not be opened: an unusable SQLite file, a bad
+                                          PostgreSQL connection string or an unreachable server (dhtc_last_error says which) */
 
 /**
  * @brief A stable name for a status code ("DHTC_OK", "DHTC_ERR_BIND", ...).
@@ -99,13 +101,16 @@ DHTC_API int dhtc_default_options(char **out);
 typedef struct dhtc_crawler dhtc_crawler;
 
 /**
- * @brief Validates the options and binds the sockets.
+ * @brief Validates the options, binds the sockets and opens the retry store (if any).
  *
  * @param options_json a JSON object (NULL or "" for all defaults). Unknown keys and wrong
  *        types fail with DHTC_ERR_INVALID_OPTION and a message naming the key's path.
  *        Unsafe values are normalised; what was changed is listed by dhtc_crawler_stats()
  *        under "normalized".
  * @param out receives the crawler; free it with dhtc_crawler_destroy().
+ * @return DHTC_OK; DHTC_ERR_BIND when a socket cannot be bound; DHTC_ERR_STORE when the
+ *         retry store cannot be opened (a SQLite file, or a PostgreSQL server that does not
+ *         answer within its connect_timeout, 5 s by default).
  * Thread safety: any thread. Nothing runs until dhtc_crawler_start() or dhtc_crawler_run().
  */
 DHTC_API int dhtc_crawler_create(const char *options_json, dhtc_crawler **out);

@@ -76,8 +76,22 @@ std::string completion_json(const dhtc::metadata::completion& c) {
                                      ? nlohmann::json(dhtc::metadata::to_string(c.failure))
                                      : nlohmann::json(nullptr)},
                      {"attempts", c.attempts},
-                     {"peer", c.peer ? nlohmann::json(c.peer->to_string()) : nlohmann::json(nullptr)}};
+                     {"peer", c.peer ? nlohmann::json(c.peer->to_string()) : nlohmann::json(nullptr)},
+                     {"round", c.round}};
     return j.dump();
+}
+
+std::string retry_json(const dhtc::retry::retry_event& e) {
+    const bool dormant = e.state == dhtc::retry::hash_state::dormant;
+    return nlohmann::json{{"type", "retry"},
+                          {"schema", 1},
+                          {"info_hash", e.info_hash.hex()},
+                          {"state", dhtc::retry::to_string(e.state)},
+                          {"attempts", e.attempts},
+                          {"failure", dormant ? nlohmann::json(dhtc::metadata::to_string(e.failure))
+                                              : nlohmann::json(nullptr)},
+                          {"next_retry_at", dormant ? nlohmann::json(e.next_retry_at) : nlohmann::json(nullptr)}}
+        .dump();
 }
 
 std::string error_json(const std::string& message) {
@@ -205,6 +219,11 @@ dhtc::engine::app_callbacks dhtc_crawler::make_callbacks() {
         if (polling) return push({completion_json(c), {}}, false);
         if (completion) completion(completion_json(c).c_str(), completion_data);
     };
+    // Retry events share the completion callback: they tell what became of a round.
+    cb.retry = [this](const dhtc::retry::retry_event& e) {
+        if (polling) return push({retry_json(e), {}}, true);
+        if (completion) completion(retry_json(e).c_str(), completion_data);
+    };
     cb.error = [this](const std::string& message) {
         if (polling) return push({error_json(message), {}}, true);
         if (error) error(error_json(message).c_str(), error_data);
@@ -250,6 +269,7 @@ const char* dhtc_status_name(int status) {
     case DHTC_ERR_NO_MEMORY: return "DHTC_ERR_NO_MEMORY";
     case DHTC_ERR_INTERNAL: return "DHTC_ERR_INTERNAL";
     case DHTC_ERR_NOT_FOUND: return "DHTC_ERR_NOT_FOUND";
+    case DHTC_ERR_STORE: return "DHTC_ERR_STORE";
     default: return "DHTC_ERR_UNKNOWN";
     }
 }
@@ -283,8 +303,9 @@ int dhtc_crawler_create(const char* options_json, dhtc_crawler** out) {
         }
         c->answer_timeout_millis = options.metadata.gate_timeout_millis;
         std::string error;
-        c->engine = dhtc::engine::crawler::create(options, c->make_callbacks(), error);
-        if (!c->engine) fail(DHTC_ERR_BIND, error);
+        dhtc::engine::create_failure why = dhtc::engine::create_failure::none;
+        c->engine = dhtc::engine::crawler::create(options, c->make_callbacks(), error, &why);
+        if (!c->engine) fail(why == dhtc::engine::create_failure::store ? DHTC_ERR_STORE : DHTC_ERR_BIND, error);
         *out = c.release();
         return DHTC_OK;
     });

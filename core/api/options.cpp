@@ -11,6 +11,7 @@
 
 #include "crawl/node_pool.hpp"
 #include "net/address.hpp"
+#include "retry/postgres_store.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::api {
@@ -37,7 +38,27 @@ constexpr std::uint64_t failure_ttl_max = 24 * 3600; // the peer failure cache's
 constexpr std::uint64_t bep51_interval_max = 21600;  // BEP-51: interval is 0..21600
 
 // Keys whose value is not a plain number or boolean.
-enum class special : std::uint8_t { netmode, bind_v4, bind_v6, node_id, sources };
+enum class special : std::uint8_t {
+    netmode,
+    bind_v4,
+    bind_v6,
+    node_id,
+    sources,
+    store_kind,
+    store_path,
+    store_conninfo,
+    owner_id,
+    ladder
+};
+constexpr std::size_t max_ladder_steps = 64;
+constexpr std::size_t max_text_option = 4096; // paths, connection strings, owner ids
+constexpr std::uint64_t percent_max = 100'000; // a class may wait up to 1000x the ladder
+
+template <metadata::failure_class C>
+unsigned& class_percent(O& o) {
+    return o.retry.policy.class_percent[static_cast<std::size_t>(C)];
+}
+using fc = metadata::failure_class;
 
 // Accessors of one field; the tag keeps the types distinct where size_t is unsigned.
 template <class T, int Tag>
@@ -160,6 +181,41 @@ const field fields[] = {
      queue_max},
     {"crawl.bep51.answer_interval_secs",
      uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.answer_interval_secs; }}, 0, bep51_interval_max},
+
+    {"retry.store.kind", special::store_kind},
+    {"retry.store.path", special::store_path},
+    {"retry.store.conninfo", special::store_conninfo},
+    {"retry.owner_id", special::owner_id},
+    {"retry.budget_share", double_ref{[](O& o) -> auto& { return o.retry.budget_share; }}, 0, 1},
+    {"retry.lease_secs", uint_ref{[](O& o) -> auto& { return o.retry.lease_secs; }}, 1, 30 * 86400},
+    {"retry.batch", size_ref{[](O& o) -> auto& { return o.retry.batch; }}, 1, 10'000},
+    {"retry.queue_capacity", size_ref{[](O& o) -> auto& { return o.retry.queue_capacity; }}, 1, queue_max},
+    {"retry.policy.ladder_secs", special::ladder},
+    {"retry.policy.jitter_percent", uint_ref{[](O& o) -> auto& { return o.retry.policy.jitter_percent; }}, 0, 100},
+    {"retry.policy.repeated_mismatch_percent",
+     uint_ref{[](O& o) -> auto& { return o.retry.policy.repeated_mismatch_percent; }}, 1, percent_max},
+    {"retry.policy.reactivation_percent",
+     uint_ref{[](O& o) -> auto& { return o.retry.policy.reactivation_percent; }}, 0, 100},
+    {"retry.policy.reactivation_min_secs",
+     uint_ref{[](O& o) -> auto& { return o.retry.policy.reactivation_min_secs; }}},
+    {"retry.policy.max_priority", uint_ref{[](O& o) -> auto& { return o.retry.policy.max_priority; }}},
+    {"retry.policy.lookup_wait_secs", uint_ref{[](O& o) -> auto& { return o.retry.policy.lookup_wait_secs; }}, 0,
+     3600},
+    {"retry.policy.class_percent.connect_refused", uint_ref{&class_percent<fc::connect_refused>}, 1, percent_max},
+    {"retry.policy.class_percent.connect_timeout", uint_ref{&class_percent<fc::connect_timeout>}, 1, percent_max},
+    {"retry.policy.class_percent.handshake_failed", uint_ref{&class_percent<fc::handshake_failed>}, 1, percent_max},
+    {"retry.policy.class_percent.no_extension_support", uint_ref{&class_percent<fc::no_extension_support>}, 1,
+     percent_max},
+    {"retry.policy.class_percent.no_metadata_support", uint_ref{&class_percent<fc::no_metadata_support>}, 1,
+     percent_max},
+    {"retry.policy.class_percent.rejected", uint_ref{&class_percent<fc::rejected>}, 1, percent_max},
+    {"retry.policy.class_percent.timeout", uint_ref{&class_percent<fc::timeout>}, 1, percent_max},
+    {"retry.policy.class_percent.size_limit", uint_ref{&class_percent<fc::size_limit>}, 1, percent_max},
+    {"retry.policy.class_percent.hash_mismatch", uint_ref{&class_percent<fc::hash_mismatch>}, 1, percent_max},
+    {"retry.policy.class_percent.parse_error", uint_ref{&class_percent<fc::parse_error>}, 1, percent_max},
+    {"retry.policy.class_percent.no_peers", uint_ref{&class_percent<fc::no_peers>}, 1, percent_max},
+    {"retry.policy.class_percent.protocol_error", uint_ref{&class_percent<fc::protocol_error>}, 1, percent_max},
+    {"retry.policy.class_percent.disconnected", uint_ref{&class_percent<fc::disconnected>}, 1, percent_max},
 };
 
 const field* find_field(std::string_view path) noexcept {
@@ -344,9 +400,58 @@ bool apply_special(parse_state& st, const field& f, special s, const json& v) {
         st.o.dht.crawl.bootstrap.sources = std::move(sources);
         return true;
     }
+    if (s == special::ladder) {
+        if (!v.is_array()) return st.fail(options_status::wrong_type, path, "expected an array of integers (seconds)");
+        if (v.empty() || v.size() > max_ladder_steps)
+            return st.fail(options_status::invalid_value, path,
+                           std::to_string(v.size()) + " steps; expected 1.." + std::to_string(max_ladder_steps));
+        std::vector<std::uint32_t> ladder;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string at = path + "[" + std::to_string(i) + "]";
+            const auto* u = v[i].get_ptr<const json::number_unsigned_t*>();
+            if (!u) {
+                if (v[i].is_number_integer())
+                    return st.fail(options_status::invalid_value, at, v[i].dump() + " is negative");
+                return st.fail(options_status::wrong_type, at, "expected an integer (seconds)");
+            }
+            if (*u < 1 || *u > std::numeric_limits<std::uint32_t>::max())
+                return st.fail(options_status::invalid_value, at, std::to_string(*u) + " is out of range 1..4294967295");
+            ladder.push_back(static_cast<std::uint32_t>(*u));
+        }
+        st.o.retry.policy.ladder_secs = std::move(ladder);
+        return true;
+    }
     const auto* text = v.get_ptr<const json::string_t*>();
     if (!text) return st.fail(options_status::wrong_type, path, "expected a string");
+    if (text->size() > max_text_option)
+        return st.fail(options_status::invalid_value, path,
+                       std::to_string(text->size()) + " bytes; at most " + std::to_string(max_text_option));
     switch (s) {
+    case special::store_kind:
+        if (*text == "none")
+            st.o.retry.kind = retry::store_kind::none;
+        else if (*text == "sqlite")
+            st.o.retry.kind = retry::store_kind::sqlite;
+        else if (*text == "postgresql")
+            st.o.retry.kind = retry::store_kind::postgresql;
+        else
+            return st.fail(options_status::invalid_value, path,
+                           quote(*text) + " is not one of \"none\", \"sqlite\", \"postgresql\"");
+        return true;
+    case special::store_path:
+        if (text->find('\0') != std::string::npos)
+            return st.fail(options_status::invalid_value, path, "a file path cannot hold a NUL byte");
+        st.o.retry.path = *text;
+        return true;
+    case special::store_conninfo:
+        st.o.retry.conninfo = *text;
+        return true;
+    case special::owner_id:
+        for (const char c : *text)
+            if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e)
+                return st.fail(options_status::invalid_value, path, quote(*text) + ": printable ASCII without spaces only");
+        st.o.retry.owner_id = *text;
+        return true;
     case special::netmode:
         if (*text == "ipv4")
             st.o.dht.mode = engine::netmode::ipv4;
@@ -417,6 +522,12 @@ bool walk(parse_state& st, const json& object, const std::string& prefix) {
 
 // Rules that involve more than one key, after every key has been applied.
 bool cross_check(parse_state& st) {
+    // A fleet needs a server: the connection string is checked here (syntax only; whether
+    // the server answers is found out when the crawler is created).
+    if (st.o.retry.kind == retry::store_kind::postgresql) {
+        if (const std::string why = retry::check_postgres_conninfo(st.o.retry.conninfo); !why.empty())
+            return st.fail(options_status::invalid_value, "retry.store.conninfo", why);
+    }
     auto& pool = st.o.dht.crawl.pool;
     if (pool.low_watermark > pool.capacity) {
         st.note("crawl.pool.low_watermark: " + std::to_string(pool.low_watermark) + " > crawl.pool.capacity " +
@@ -615,6 +726,11 @@ nlohmann::json to_json(const engine::crawler_options& o) {
                     case special::bind_v6: at = o.dht.bind_v6; break;
                     case special::node_id: at = o.dht.node_id ? json(o.dht.node_id->hex()) : json(nullptr); break;
                     case special::sources: at = o.dht.crawl.bootstrap.sources; break;
+                    case special::store_kind: at = retry::to_string(o.retry.kind); break;
+                    case special::store_path: at = o.retry.path; break;
+                    case special::store_conninfo: at = o.retry.conninfo; break;
+                    case special::owner_id: at = o.retry.owner_id; break;
+                    case special::ladder: at = o.retry.policy.ladder_secs; break;
                     }
                 } else {
                     at = ref.at(m);

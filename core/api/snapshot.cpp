@@ -322,6 +322,8 @@ constexpr field<cs> crawl_fields[] = {
     {"lookups_dropped", &cs::lookups_dropped, C, "dhtc_crawl_lookups_dropped_total", {},
      "Lookups dropped because the lookup table was full."},
     {"lookup_peers", &cs::lookup_peers, C, "dhtc_crawl_lookup_peers_total", {}, "Peers found for sampled hashes."},
+    {"retry_lookups", &cs::retry_lookups, C, "dhtc_crawl_retry_lookups_total", {},
+     "get_peers lookups queued for retries that came due without peers."},
     {"bootstrap_rounds", &cs::bootstrap_rounds, C, "dhtc_crawl_bootstrap_rounds_total", {}, "Bootstrap rounds run."},
     {"discoveries_dropped", &cs::discoveries_dropped, C, "dhtc_crawl_discoveries_dropped_total", {},
      "Discovered nodes dropped because the discovery queue was full."},
@@ -356,6 +358,48 @@ constexpr field<pc> pipeline_fields[] = {
      "Verified metadata bytes fetched."},
     {"in_flight", &pc::in_flight, G, "dhtc_metadata_in_flight", {}, "Fetch jobs running."},
     {"pending", &pc::pending, G, "dhtc_metadata_pending", {}, "Hashes waiting in the pending queue."},
+    {"store_done", &pc::store_done, C, "dhtc_metadata_store_done_total", {},
+     "Hashes skipped because the retry store knows them as delivered."},
+    {"store_busy", &pc::store_busy, C, "dhtc_metadata_store_busy_total", {},
+     "Hashes skipped because their lease is held elsewhere (or the claim went unanswered)."},
+    {"store_deferred", &pc::store_deferred, C, "dhtc_metadata_store_deferred_total", {},
+     "Sightings of dormant hashes not yet due (reactivated instead of fetched)."},
+    {"retry_rounds", &pc::retry_rounds, C, "dhtc_metadata_retry_rounds_total", {},
+     "Rounds started for due hashes leased from the retry store."},
+    {"retry_lookups", &pc::retry_lookups, C, "dhtc_metadata_retry_lookups_total", {},
+     "Retries that came due without peers (a get_peers lookup was asked for)."},
+    {"retries_in_flight", &pc::retries_in_flight, G, "dhtc_metadata_retries_in_flight", {},
+     "Retry rounds running (bounded by retry.budget_share)."},
+};
+
+using rc = retry::scheduler_counters;
+constexpr field<rc> retry_fields[] = {
+    {"claims", &rc::claims, C, "dhtc_retry_claims_total", {}, "Claims answered by the retry store."},
+    {"observations", &rc::observations, C, "dhtc_retry_observations_total", {},
+     "Observations (get_peers, samples) checked against dormant hashes."},
+    {"reactivated", &rc::reactivated, C, "dhtc_retry_reactivated_total", {},
+     "Dormant hashes moved closer by a fresh observation."},
+    {"failures_recorded", &rc::failures_recorded, C, "dhtc_retry_failures_recorded_total", {},
+     "Failed rounds recorded (the hash went dormant)."},
+    {"done_recorded", &rc::done_recorded, C, "dhtc_retry_done_recorded_total", {}, "Delivered hashes recorded as done."},
+    {"released", &rc::released, C, "dhtc_retry_released_total", {},
+     "Leases given back without an attempt (cancelled rounds, gate refusals)."},
+    {"leased", &rc::leased, C, "dhtc_retry_leased_total", {}, "Due hashes leased to this crawler."},
+    {"leases_expired", &rc::leases_expired, C, "dhtc_retry_leases_expired_total", {},
+     "Expired leases recovered (of any crawler)."},
+    {"transactions", &rc::transactions, C, "dhtc_retry_transactions_total", {}, "Store transactions committed."},
+    {"store_errors", &rc::store_errors, C, "dhtc_retry_store_errors_total", {},
+     "Store operations that failed (rolled back)."},
+    {"requests_dropped", &rc::requests_dropped, C, "dhtc_retry_requests_dropped_total", {},
+     "Claims and outcomes refused by the store thread's full queue."},
+    {"observations_dropped", &rc::observations_dropped, C, "dhtc_retry_observations_dropped_total", {},
+     "Observations refused by the store thread's full queue."},
+    {"due_dropped", &rc::due_dropped, C, "dhtc_retry_due_dropped_total", {},
+     "Leased hashes the pipeline's due queue refused (their leases expire)."},
+    {"lease_query_micros", &rc::lease_query_micros, G, "dhtc_retry_lease_query_microseconds", {},
+     "Duration of the latest query for due work."},
+    {"database_bytes", &rc::database_bytes, G, "dhtc_retry_database_bytes", {},
+     "Size of the retry store (SQLite file pages, or the PostgreSQL table with its indexes)."},
 };
 
 using dc = engine::delivery_counters;
@@ -370,6 +414,9 @@ constexpr field<dc> delivery_fields[] = {
      "Error messages dropped because the main lane was full."},
     {"callback_exceptions", &dc::callback_exceptions, C, "dhtc_delivery_callback_exceptions_total", {},
      "Exceptions thrown by application callbacks (caught)."},
+    {"retry_events", &dc::retry_events, C, "dhtc_delivery_retry_events_total", {}, "Retry events delivered."},
+    {"retry_events_dropped", &dc::retry_events_dropped, C, "dhtc_delivery_retry_events_dropped_total", {},
+     "Retry events dropped because the main lane was full."},
 };
 
 void walk(const engine::crawler& c, collector& out) {
@@ -449,6 +496,22 @@ void walk(const engine::crawler& c, collector& out) {
     out.counter({"metadata", "hash_ingress_dropped"}, "dhtc_metadata_hash_ingress_dropped_total", {},
                 "Hash events dropped because the ingress queue was full.", ingress.dropped());
 
+    // Retry store (zeros without one: every key is always present).
+    static const retry::scheduler_counters no_store{};
+    const auto* store = c.retry_store();
+    const auto& rcn = store ? store->counters() : no_store;
+    emit(out, "retry", rcn, retry_fields);
+    for (std::size_t i = 0; i < rcn.claim_results.size(); ++i) {
+        const auto name = retry::to_string(static_cast<retry::claim_result>(i));
+        out.counter({"retry", "claim_results", name}, "dhtc_retry_claim_results_total", {"result", name},
+                    "Claims answered, by result.", load(rcn.claim_results[i]));
+    }
+    for (std::size_t i = 0; i < rcn.by_state.size(); ++i) {
+        const auto name = retry::to_string(static_cast<retry::hash_state>(i));
+        out.gauge({"retry", "hashes", name}, "dhtc_retry_hashes", {"state", name},
+                  "Hashes in the retry store, by state (refreshed every few seconds).", load(rcn.by_state[i]));
+    }
+
     // Delivery thread.
     const auto& dlc = c.delivery().counters();
     emit(out, "delivery", dlc, delivery_fields);
@@ -472,6 +535,10 @@ void walk(const engine::crawler& c, collector& out) {
         {"reply_send_failed", load(nc.replies_send_failed)},
         {"query_send_failed", load(cst.send_failed)},
         {"metadata_pending_refused", load(pcn.pending_refused)},
+        {"retry_requests", load(rcn.requests_dropped)},
+        {"retry_observations", load(rcn.observations_dropped)},
+        {"retry_due", load(rcn.due_dropped)},
+        {"retry_events", load(dlc.retry_events_dropped)},
     };
     for (const auto& d : drops) {
         out.counter({"drops", d.point}, "dhtc_drops_total", {"point", d.point},
@@ -545,6 +612,14 @@ nlohmann::json runtime_snapshot(const engine::crawler& c) {
     j["metadata_in_flight"] = load(pcn.in_flight);
     j["metadata_pressure"] = pipe.pressure();
     j["query_rate"] = static_cast<double>(load(cst.query_rate_millis)) / 1000.0;
+    const auto* store = c.retry_store();
+    j["retry_store"] = store ? retry::to_string(store->options().kind) : retry::to_string(retry::store_kind::none);
+    j["retry_in_flight"] = load(pcn.retries_in_flight);
+    json states = json::object();
+    for (std::size_t i = 0; i < retry::hash_state_count; ++i)
+        states[std::string(retry::to_string(static_cast<retry::hash_state>(i)))] =
+            store ? load(store->counters().by_state[i]) : 0;
+    j["retry_hashes"] = states;
     return j;
 }
 

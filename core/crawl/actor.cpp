@@ -37,6 +37,7 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
     : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), own_id_(own_id), rng_(seed),
       replies_(o.scheduler.priority_event_channel_capacity),
       discoveries_(o.scheduler.discovery_event_channel_capacity),
+      lookup_requests_(o.bep51.lookup_queue_capacity),
       pool_(c, policy, node_pool_options{o.pool.capacity, 100, 25, o.rate_limit.max_replacements_per_minute, seed ^ 1}),
       recent_(probe_options(o)),
       subnets_(subnet_counter_options{o.rate_limit.max_in_flight_per_subnet, o.rate_limit.max_in_flight, seed ^ 2}),
@@ -77,6 +78,11 @@ void actor::turn() {
     discovery_batch_.clear();
     discoveries_.pop_batch(discovery_batch_, options_.scheduler.event_batch_limit);
     for (const auto& n : discovery_batch_) admit(n, now);
+
+    lookup_batch_.clear();
+    lookup_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
+    for (const auto& h : lookup_batch_)
+        if (lookups_.want(h)) bump(stats_.retry_lookups);
 
     transactions_.expire(now, std::chrono::seconds(options_.rate_limit.request_timeout_secs),
                          [&](const pending_query& q) {

@@ -67,6 +67,7 @@ struct crawl_stats {
     std::atomic<std::uint64_t> lookups_started{0};
     std::atomic<std::uint64_t> lookups_dropped{0};
     std::atomic<std::uint64_t> lookup_peers{0};      ///< peers found for sampled hashes
+    std::atomic<std::uint64_t> retry_lookups{0};     ///< lookups asked for by the retry side
     std::atomic<std::uint64_t> bootstrap_rounds{0};
     std::atomic<std::uint64_t> discoveries_dropped{0};
     std::atomic<std::uint64_t> replies_dropped{0};
@@ -82,6 +83,9 @@ public:
     bounded_queue<dht::inbound_reply>& replies() noexcept { return replies_; }
     /// Fed by the responder: nodes that queried us (crawl candidates).
     bounded_queue<krpc::node_entry>& discoveries() noexcept { return discoveries_; }
+    /// Fed by the retry side (any thread): hashes due for a retry without fresh peers. Each
+    /// becomes a get_peers lookup like a sampled hash; the peers found arrive as hash events.
+    bounded_queue<id20>& lookup_requests() noexcept { return lookup_requests_; }
 
     /// Resolved endpoints of bootstrap source `index` (the engine resolves names).
     void set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> endpoints);
@@ -141,6 +145,8 @@ private:
 
     bounded_queue<dht::inbound_reply> replies_;
     bounded_queue<krpc::node_entry> discoveries_;
+    bounded_queue<id20> lookup_requests_;
+    std::vector<id20> lookup_batch_;
     std::vector<dht::inbound_reply> reply_batch_;
     std::vector<krpc::node_entry> discovery_batch_;
 

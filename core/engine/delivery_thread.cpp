@@ -72,6 +72,19 @@ void delivery_thread::post_error(std::string message) {
     wake_.notify_one();
 }
 
+void delivery_thread::post_retry(const retry::retry_event& e) {
+    if (!callbacks_.retry) return;
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_ || main_.size() >= main_capacity_) {
+            bump(counters_.retry_events_dropped);
+            return;
+        }
+        main_.emplace_back(e);
+    }
+    wake_.notify_one();
+}
+
 void delivery_thread::post_observation(const crawl::observation& o) {
     // Nobody subscribed: nothing to carry.
     if (!callbacks_.observation || !observations_wanted_.load(std::memory_order_relaxed)) return;
@@ -164,6 +177,15 @@ void delivery_thread::handle(main_item& m) {
             }
         }
         if (c->done) c->done();
+    } else if (auto* r = std::get_if<retry::retry_event>(&m)) {
+        bump(counters_.retry_events);
+        try {
+            callbacks_.retry(*r);
+        } catch (const std::exception& e) {
+            report("retry callback", &e);
+        } catch (...) {
+            report("retry callback", nullptr);
+        }
     } else if (auto* s = std::get_if<std::string>(&m)) {
         if (callbacks_.error) {
             try {

@@ -17,6 +17,7 @@
 
 #include "crawl/events.hpp"
 #include "metadata/outcome.hpp"
+#include "retry/scheduler.hpp"
 
 namespace dhtc::engine {
 
@@ -29,6 +30,8 @@ struct app_callbacks {
     std::function<void(const metadata::completion&)> completion;
     std::function<void(const std::string& message)> error;
     std::function<void(const crawl::observation&)> observation;
+    /// A hash's retry state changed (dormant with its next time, or done).
+    std::function<void(const retry::retry_event&)> retry;
 };
 
 struct delivery_counters {
@@ -38,6 +41,8 @@ struct delivery_counters {
     std::atomic<std::uint64_t> observations{0};
     std::atomic<std::uint64_t> observations_dropped{0};
     std::atomic<std::uint64_t> errors_dropped{0};
+    std::atomic<std::uint64_t> retry_events{0};
+    std::atomic<std::uint64_t> retry_events_dropped{0};
     std::atomic<std::uint64_t> callback_exceptions{0};
 };
 
@@ -61,6 +66,8 @@ public:
     bool post_completion(metadata::completion c, std::function<void()> done);
     void post_error(std::string message);
     void post_observation(const crawl::observation& o);
+    /// Dropped (and counted) when the main lane is full or nobody listens.
+    void post_retry(const retry::retry_event& e);
 
     /// Whether observations are queued at all (hosts that did not subscribe pay nothing).
     void want_observations(bool on) noexcept { observations_wanted_.store(on, std::memory_order_relaxed); }
@@ -82,7 +89,7 @@ private:
         metadata::completion c;
         std::function<void()> done;
     };
-    using main_item = std::variant<torrent_item, completion_item, std::string>;
+    using main_item = std::variant<torrent_item, completion_item, std::string, retry::retry_event>;
 
     void run();
     void handle(gate_item& g);

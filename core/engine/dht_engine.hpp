@@ -42,6 +42,9 @@ public:
     /// of the engine runs after it returns.
     void stop();
 
+    /// Asks for a get_peers lookup of `info_hash` (any thread); false when the queue is full.
+    bool request_lookup(const id20& info_hash);
+
     std::vector<endpoint> local_endpoints() const;
     const id20& node_id() const noexcept;
     /// Counters; any thread.

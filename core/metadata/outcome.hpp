@@ -52,6 +52,7 @@ struct completion {
     failure_class failure = failure_class::none; ///< fetch_failed: the class of the last attempt
     unsigned attempts = 0;                       ///< real peer attempts (cache hits excluded)
     std::optional<endpoint> peer;                ///< the peer that served the metadata, if any
+    std::uint32_t round = 0; ///< retry store: failed rounds before this one (0: a first round)
 };
 
 /// A verified, parsed torrent on its way to the application.

@@ -20,6 +20,8 @@
 #include "metadata/pending_queue.hpp"
 #include "metadata/shared_pieces.hpp"
 #include "net/clock.hpp"
+#include "retry/policy.hpp"
+#include "retry/scheduler.hpp"
 
 // Coroutine note: g++ 12 miscompiles `co_await` inside an if/while condition; every await
 // here is assigned to a variable first.
@@ -65,6 +67,12 @@ struct job {
     asio::steady_timer wake; ///< woken by answers from the delivery thread and by sessions
     std::vector<std::unique_ptr<asio::cancellation_signal>> sessions;
     time_point queued_at{};
+    // Retry store.
+    bool retry = false;        ///< a due hash leased from the store (not a fresh sighting)
+    bool holds_lease = false;  ///< the store leased this hash to us: its outcome is owed there
+    std::uint32_t round = 0;   ///< failed rounds before this one
+    std::optional<retry::claim_answer> claim;
+    bool waiting_for_peers = false;
 
     void add_peer(const endpoint& p) {
         for (const auto& q : peers)
@@ -72,14 +80,16 @@ struct job {
         if (peers.size() >= max_job_peers) return;
         peers.push_back(p);
         tried.push_back(false);
+        if (waiting_for_peers) wake.cancel();
     }
 };
 
 } // namespace
 
 struct pipeline::impl {
-    impl(pipeline& o, const pipeline_options& opt, engine::delivery_thread& d)
-        : owner(o), options(opt), app(d),
+    impl(pipeline& o, const pipeline_options& opt, engine::delivery_thread& d, retry_hooks r)
+        : owner(o), options(opt), app(d), retry(std::move(r)),
+          retry_cap(retry.store ? retry::retry_slots(opt.max_worker_count, retry.budget_share) : 0),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
           failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
                                               std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
@@ -92,6 +102,10 @@ struct pipeline::impl {
     pipeline& owner;
     pipeline_options options;
     engine::delivery_thread& app; ///< the delivery thread: every callback runs there
+    retry_hooks retry;
+    std::size_t retry_cap;        ///< retry rounds at once (the budget)
+    std::size_t retry_active = 0;
+    std::vector<retry::leased_hash> due_batch;
     asio::io_context io{1};
     asio::steady_timer drain_timer{io};
     steady_clock_source clock;
@@ -112,12 +126,18 @@ struct pipeline::impl {
     void drain();
     void admit(const crawl::hash_event& e, time_point now);
     void schedule(time_point now);
+    void start_retries(time_point now);
+    void settle_lease(const job& j, const completion& c);
     void release_slot();
     void complete(job& j, completion c);
     void shutdown_jobs();
 
     asio::awaitable<void> run_job(std::shared_ptr<job> j);
     asio::awaitable<bool> gate(std::shared_ptr<job> j);
+    asio::awaitable<retry::claim_answer> claim(std::shared_ptr<job> j);
+    asio::awaitable<bool> claimed(std::shared_ptr<job> j);
+    asio::awaitable<bool> admitted(std::shared_ptr<job> j);
+    asio::awaitable<void> await_peers(std::shared_ptr<job> j);
     asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
                                                               std::vector<endpoint> peers);
     asio::awaitable<bool> deliver(std::shared_ptr<job> j, delivery d);
@@ -181,6 +201,7 @@ void pipeline::impl::admit(const crawl::hash_event& e, time_point now) {
 }
 
 void pipeline::impl::schedule(time_point now) {
+    if (retry.store) start_retries(now);
     while (!stopping && active < options.max_worker_count) {
         auto entry = pending.take(now);
         if (!entry) return;
@@ -201,6 +222,50 @@ void pipeline::impl::schedule(time_point now) {
     }
 }
 
+// Due hashes leased from the store, within the retry budget: at most retry_cap rounds at
+// once, so fresh hashes always keep the rest of the workers.
+void pipeline::impl::start_retries(time_point now) {
+    while (!stopping && active < options.max_worker_count && retry_active < retry_cap) {
+        due_batch.clear();
+        if (retry.store->due().pop_batch(due_batch, 1) == 0) break;
+        auto& d = due_batch.front();
+        if (jobs.count(d.info_hash)) continue; // one of our rounds holds it already
+        if (delivered.contains(d.info_hash, now)) {
+            retry.store->post_done(d.info_hash);
+            bump(owner.counters_.already_delivered);
+            continue;
+        }
+        auto j = std::make_shared<job>(io);
+        j->key = d.info_hash;
+        j->queued_at = now;
+        j->retry = true;
+        j->holds_lease = true;
+        j->round = d.attempts;
+        for (const auto& p : d.peers) j->add_peer(p);
+        jobs.emplace(j->key, j);
+        ++active;
+        ++retry_active;
+        bump(owner.counters_.jobs_started);
+        bump(owner.counters_.retry_rounds);
+        asio::co_spawn(io, run_job(j), asio::detached);
+    }
+    const std::size_t queued = retry.store->due().depth();
+    const std::size_t used = retry_active + queued;
+    retry.store->set_retry_room(used < retry_cap ? retry_cap - used : 0);
+    owner.counters_.retries_in_flight.store(retry_active, std::memory_order_relaxed);
+}
+
+// The store learns how the round it leased to us ended (a cancelled round is no attempt).
+void pipeline::impl::settle_lease(const job& j, const completion& c) {
+    if (!retry.store || !j.holds_lease) return;
+    switch (c.result) {
+    case outcome::accepted:
+    case outcome::delivery_rejected: retry.store->post_done(j.key); break; // fetched and offered: never again
+    case outcome::fetch_failed: retry.store->post_failure(j.key, c.failure); break;
+    case outcome::cancelled: retry.store->post_release(j.key, retry::scheduler::now()); break;
+    }
+}
+
 void pipeline::impl::release_slot() {
     if (active) --active;
     if (!stopping) schedule(clock.now());
@@ -209,6 +274,9 @@ void pipeline::impl::release_slot() {
 void pipeline::impl::complete(job& j, completion c) {
     if (j.completed) return;
     j.completed = true;
+    c.round = j.round; // which round of the hash this was (0 without a store)
+    settle_lease(j, c);
+    if (j.retry && retry_active) --retry_active;
     bump(owner.counters_.outcomes[static_cast<std::size_t>(c.result)]);
     // The worker slot stays taken until the application has seen the completion: a slow
     // application slows fetching (and, through the pressure, the crawl) instead of
@@ -240,6 +308,89 @@ asio::awaitable<bool> pipeline::impl::gate(std::shared_ptr<job> j) {
         }
     }
     co_return j->gate_answer.value_or(false);
+}
+
+asio::awaitable<retry::claim_answer> pipeline::impl::claim(std::shared_ptr<job> j) {
+    std::weak_ptr<job> weak = j;
+    auto ex = io.get_executor();
+    const bool posted = retry.store->post_claim(j->key, j->peers, [weak, ex](retry::claim_answer a) {
+        asio::post(ex, [weak, a] {
+            if (auto live = weak.lock()) {
+                live->claim = a;
+                live->wake.cancel();
+            }
+        });
+    });
+    retry::claim_answer busy{retry::claim_result::busy, 0};
+    if (!posted) co_return busy;
+    j->wake.expires_after(std::chrono::milliseconds(retry.claim_timeout_millis));
+    while (!j->claim && !stopping) {
+        std::error_code ec;
+        co_await j->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (!ec) co_return busy; // no answer in time; should it come later, the lease expires
+    }
+    co_return j->claim.value_or(busy);
+}
+
+// The store decides before the gate: delivered before, leased by another crawler, or
+// dormant and not yet due (the sighting reactivated it) all end here, without a round.
+asio::awaitable<bool> pipeline::impl::claimed(std::shared_ptr<job> j) {
+    const retry::claim_answer a = co_await claim(j);
+    if (stopping) co_return false;
+    if (a.result == retry::claim_result::fetch) {
+        j->holds_lease = true;
+        j->round = a.attempts;
+        co_return true;
+    }
+    auto& c = owner.counters_;
+    if (a.result == retry::claim_result::done) {
+        delivered.insert(j->key, clock.now()); // the bounded done cache: no claim next time
+        bump(c.store_done);
+    } else {
+        bump(a.result == retry::claim_result::busy ? c.store_busy : c.store_deferred);
+    }
+    jobs.erase(j->key);
+    release_slot();
+    co_return false;
+}
+
+// Everything before a round's first peer: the store's claim (fresh sightings), the
+// application's gate (which has the last word), and for a retry without peers a lookup.
+// False when there is no round (the job is gone and its slot released).
+asio::awaitable<bool> pipeline::impl::admitted(std::shared_ptr<job> j) {
+    if (retry.store && !j->retry) {
+        const bool leased = co_await claimed(j);
+        if (stopping || !leased) co_return false;
+    }
+    const bool pass = co_await gate(j);
+    if (stopping) co_return false;
+    if (!pass) {
+        bump(owner.counters_.gate_rejected);
+        if (retry.store && j->holds_lease)
+            retry.store->post_release(j->key, retry::scheduler::now() + retry.gate_rejected_retry_secs);
+        if (j->retry && retry_active) --retry_active;
+        jobs.erase(j->key);
+        release_slot(); // a rejected hash produces no completion
+        co_return false;
+    }
+    j->gated = true;
+    if (j->retry && j->peers.empty()) co_await await_peers(j);
+    co_return true;
+}
+
+// A retry that came due without peers: ask the DHT side for a get_peers lookup and wait a
+// bounded time for the peers it finds (they arrive as hash events and join this job).
+asio::awaitable<void> pipeline::impl::await_peers(std::shared_ptr<job> j) {
+    bump(owner.counters_.retry_lookups);
+    if (!retry.want_peers || !retry.want_peers(j->key)) co_return;
+    j->waiting_for_peers = true;
+    j->wake.expires_after(std::chrono::seconds(retry.lookup_wait_secs));
+    while (j->peers.empty() && !stopping) {
+        std::error_code ec;
+        co_await j->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (!ec) break; // waited long enough
+    }
+    j->waiting_for_peers = false;
 }
 
 std::vector<endpoint> pipeline::impl::pick_peers(job& j, std::size_t max) {
@@ -311,15 +462,8 @@ asio::awaitable<bool> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d
 
 asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     auto& c = owner.counters_;
-    const bool pass = co_await gate(j);
-    if (stopping) co_return;
-    if (!pass) {
-        bump(c.gate_rejected);
-        jobs.erase(j->key);
-        release_slot(); // a rejected hash produces no completion
-        co_return;
-    }
-    j->gated = true;
+    const bool go = co_await admitted(j);
+    if (stopping || !go) co_return;
 
     completion result = make_completion(j->key, outcome::fetch_failed, failure_class::no_peers, 0, std::nullopt);
     const auto fetch_started = clock.now();
@@ -425,13 +569,16 @@ void pipeline::impl::shutdown_jobs() {
     for (auto& [key, j] : jobs) {
         for (auto& s : j->sessions) s->emit(asio::cancellation_type::terminal);
         j->wake.cancel();
-        if (j->gated) complete(*j, make_completion(key, outcome::cancelled, failure_class::none, j->attempts, std::nullopt));
+        if (j->gated)
+            complete(*j, make_completion(key, outcome::cancelled, failure_class::none, j->attempts, std::nullopt));
+        else if (retry.store && j->holds_lease)
+            retry.store->post_release(key, retry::scheduler::now()); // not gated yet: give the lease back
     }
     io.stop();
 }
 
-pipeline::pipeline(const pipeline_options& o, engine::delivery_thread& delivery)
-    : impl_(std::make_unique<impl>(*this, o, delivery)), ingress_(o.hash_queue_capacity) {}
+pipeline::pipeline(const pipeline_options& o, engine::delivery_thread& delivery, retry_hooks retry)
+    : impl_(std::make_unique<impl>(*this, o, delivery, std::move(retry))), ingress_(o.hash_queue_capacity) {}
 
 pipeline::~pipeline() { stop(); }
 

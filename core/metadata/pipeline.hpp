@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -17,6 +18,10 @@
 #include "net/address.hpp"
 #include "stats/histogram.hpp"
 #include "util/bounded_queue.hpp"
+
+namespace dhtc::retry {
+class scheduler;
+}
 
 namespace dhtc::metadata {
 
@@ -37,6 +42,16 @@ struct pipeline_options {
     std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
 };
 
+/// The retry scheduler's side of the pipeline (all optional).
+struct retry_hooks {
+    retry::scheduler* store = nullptr;             ///< nullptr: no retry store
+    double budget_share = 0.25;                    ///< share of max_worker_count for retries
+    unsigned claim_timeout_millis = 5'000;         ///< an unanswered claim counts as busy
+    unsigned lookup_wait_secs = 10;                ///< a retry without peers waits this long for a lookup
+    unsigned gate_rejected_retry_secs = 1'800;     ///< a hash the gate refused is offered again after this
+    std::function<bool(const id20&)> want_peers;   ///< asks the DHT side for a get_peers lookup
+};
+
 /// Counters; relaxed atomics readable from any thread.
 struct pipeline_counters {
     std::atomic<std::uint64_t> hashes_in{0};          ///< events taken from the ingress
@@ -53,7 +68,13 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> bytes_fetched{0};
     std::array<std::atomic<std::uint64_t>, failure_class_count> attempt_failures{}; ///< per class
     std::array<std::atomic<std::uint64_t>, 4> outcomes{};                           ///< per outcome
+    std::atomic<std::uint64_t> store_done{0};         ///< skipped: the retry store knows it is done
+    std::atomic<std::uint64_t> store_busy{0};         ///< skipped: leased elsewhere (or the claim went unanswered)
+    std::atomic<std::uint64_t> store_deferred{0};     ///< skipped: dormant and not due (reactivated instead)
+    std::atomic<std::uint64_t> retry_rounds{0};       ///< rounds started for due hashes leased from the store
+    std::atomic<std::uint64_t> retry_lookups{0};      ///< retries that came due without peers
     std::atomic<std::uint64_t> in_flight{0};
+    std::atomic<std::uint64_t> retries_in_flight{0};
     std::atomic<std::uint64_t> pending{0};
     /// From a hash's arrival in the pending queue to the start of its round.
     stats::queue_wait_histogram queue_wait_ms{stats::queue_wait_bounds_ms};
@@ -65,7 +86,7 @@ struct pipeline_counters {
 
 class pipeline {
 public:
-    pipeline(const pipeline_options& o, engine::delivery_thread& delivery);
+    pipeline(const pipeline_options& o, engine::delivery_thread& delivery, retry_hooks retry = {});
     ~pipeline();
 
     /// Where the DHT side puts captured pairs (any thread).

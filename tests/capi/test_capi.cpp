@@ -152,6 +152,39 @@ TEST_CASE("bad JSON and bad options return the right status and a message naming
     CHECK(dhtc_crawler_destroy(first) == DHTC_OK);
 }
 
+TEST_CASE("retry store: a bad connection string, an unreachable server or an unusable file fail create clearly") {
+    CHECK(std::string(dhtc_status_name(DHTC_ERR_STORE)) == "DHTC_ERR_STORE");
+    dhtc_crawler* c = nullptr;
+    const auto with_retry = [](const std::string& retry) {
+        return R"({"port":0,"bind_v4":"127.0.0.1","allow_private_addresses":true,"crawl":{"bootstrap":{"sources":[]}},"retry":)" +
+               retry + "}";
+    };
+    // Syntax: refused by the options parser, naming the key.
+    CHECK(dhtc_crawler_create(with_retry(R"({"store":{"kind":"postgresql","conninfo":"host=127.0.0.1 no_such_key=1"}})").c_str(),
+                              &c) == DHTC_ERR_INVALID_OPTION);
+    CHECK(std::string(dhtc_last_error()).rfind("retry.store.conninfo: invalid PostgreSQL connection string", 0) == 0);
+    CHECK(c == nullptr);
+    // Nobody listens on port 1: refused at create, the message names the server, not the password.
+    CHECK(dhtc_crawler_create(
+              with_retry(R"({"store":{"kind":"postgresql","conninfo":"postgresql://u:hunter2@127.0.0.1:1/fleet"}})").c_str(),
+              &c) == DHTC_ERR_STORE);
+    const std::string why = dhtc_last_error();
+    CHECK(why.find("cannot connect to PostgreSQL at 127.0.0.1:1 database fleet") != std::string::npos);
+    CHECK(why.find("hunter2") == std::string::npos);
+    CHECK(c == nullptr);
+    CHECK(dhtc_crawler_create(with_retry(R"({"store":{"kind":"sqlite","path":"/nonexistent-dir/retry.sqlite"}})").c_str(),
+                              &c) == DHTC_ERR_STORE);
+    CHECK(std::string(dhtc_last_error()).find("/nonexistent-dir/retry.sqlite") != std::string::npos);
+    // An in-memory SQLite store works (same code, not durable).
+    REQUIRE(dhtc_crawler_create(with_retry(R"({"store":{"kind":"sqlite","path":""}})").c_str(), &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    char* snap = nullptr;
+    REQUIRE(dhtc_crawler_stats(c, &snap) == DHTC_OK);
+    CHECK(std::string(snap).find(R"("retry_store":"sqlite")") != std::string::npos);
+    dhtc_string_free(snap);
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+}
+
 TEST_CASE("the defaults document parses and is accepted back") {
     char* s = nullptr;
     REQUIRE(dhtc_default_options(&s) == DHTC_OK);

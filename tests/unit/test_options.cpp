@@ -91,6 +91,17 @@ const char* const custom_document = R"({
   "hash_queue_capacity": 1234,
   "allow_private_addresses": true,
   "observation_queue_capacity": 77,
+  "retry": {
+    "store": {"kind": "sqlite", "path": "/var/lib/dhtc/state.sqlite", "conninfo": "postgresql://crawler@127.0.0.1/dhtc"},
+    "owner_id": "crawler-a", "budget_share": 0.5, "lease_secs": 120, "batch": 32, "queue_capacity": 999,
+    "policy": {
+      "ladder_secs": [60, 600, 6000], "jitter_percent": 5, "repeated_mismatch_percent": 800,
+      "reactivation_percent": 25, "reactivation_min_secs": 30, "max_priority": 50, "lookup_wait_secs": 7,
+      "class_percent": {"connect_refused": 40, "connect_timeout": 41, "handshake_failed": 42,
+        "no_extension_support": 43, "no_metadata_support": 44, "rejected": 45, "timeout": 46, "size_limit": 47,
+        "hash_mismatch": 48, "parse_error": 49, "no_peers": 20, "protocol_error": 51, "disconnected": 52}
+    }
+  },
   "metadata": {
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
     "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304,
@@ -194,7 +205,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 58);
+    CHECK(default_leaves().size() == 86);
 
     const auto p = parse(text);
     REQUIRE(p.r.ok());
@@ -216,6 +227,23 @@ TEST_CASE("every key lands in its field") {
     CHECK(o.metadata.hash_queue_capacity == 1234);
     CHECK(o.dht.crawl.allow_private_addresses);
     CHECK(o.observation_queue_capacity == 77);
+    CHECK(o.retry.kind == dhtc::retry::store_kind::sqlite);
+    CHECK(o.retry.path == "/var/lib/dhtc/state.sqlite");
+    CHECK(o.retry.conninfo == "postgresql://crawler@127.0.0.1/dhtc");
+    CHECK(o.retry.owner_id == "crawler-a");
+    CHECK(o.retry.budget_share == 0.5);
+    CHECK(o.retry.lease_secs == 120);
+    CHECK(o.retry.batch == 32);
+    CHECK(o.retry.queue_capacity == 999);
+    CHECK(o.retry.policy.ladder_secs == std::vector<std::uint32_t>{60, 600, 6000});
+    CHECK(o.retry.policy.jitter_percent == 5);
+    CHECK(o.retry.policy.repeated_mismatch_percent == 800);
+    CHECK(o.retry.policy.reactivation_percent == 25);
+    CHECK(o.retry.policy.reactivation_min_secs == 30);
+    CHECK(o.retry.policy.max_priority == 50);
+    CHECK(o.retry.policy.lookup_wait_secs == 7);
+    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::metadata::failure_class::no_peers)] == 20);
+    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::metadata::failure_class::disconnected)] == 52);
     // Derived: outgoing metadata TCP follows a pinned bind_v4.
     REQUIRE(o.metadata.bind_v4.has_value());
     CHECK(o.metadata.bind_v4->to_string() == "192.0.2.7");
@@ -372,6 +400,9 @@ TEST_CASE("wrong types are refused for every key, with its path") {
         } else if (def.is_null()) { // node_id
             wrong = {1, true, json::array(), json::object()};
             expected = "expected a string or null";
+        } else if (path == "retry.policy.ladder_secs") {
+            wrong = {"1800", 1, nullptr, json::object()};
+            expected = "expected an array of integers (seconds)";
         } else {
             REQUIRE(def.is_array()); // bootstrap sources
             wrong = {"router.bittorrent.com:6881", 1, nullptr, json::object()};
@@ -877,3 +908,40 @@ TEST_CASE("mutated documents never crash and always give a status with a message
 }
 
 } // TEST_SUITE
+
+TEST_CASE("retry options: store kinds, connection strings, ladders") {
+    {
+        const auto p = parse(R"({"retry": {"store": {"kind": "mysql"}}})");
+        CHECK(p.r.status == options_status::invalid_value);
+        CHECK(p.r.path == "retry.store.kind");
+    }
+    {
+        // A fleet without a server, and a connection string libpq cannot read.
+        const auto p = parse(R"({"retry": {"store": {"kind": "postgresql"}}})");
+        CHECK(p.r.status == options_status::invalid_value);
+        CHECK(p.r.path == "retry.store.conninfo");
+        const auto q = parse(R"({"retry": {"store": {"kind": "postgresql", "conninfo": "host=127.0.0.1 bogus_key=1"}}})");
+        CHECK(q.r.status == options_status::invalid_value);
+        CHECK(q.r.path == "retry.store.conninfo");
+        CHECK(q.r.message.find("bogus_key") != std::string::npos);
+        const auto ok = parse(R"({"retry": {"store": {"kind": "postgresql", "conninfo": "postgresql://u@127.0.0.1:5432/db"}}})");
+        CHECK(ok.r.ok());
+    }
+    for (const char* bad : {R"([])", R"([0])", R"([-5])", R"([4294967296])"}) {
+        CAPTURE(bad);
+        const auto p = parse(std::string(R"({"retry": {"policy": {"ladder_secs": )") + bad + "}}}");
+        CHECK(p.r.status == options_status::invalid_value);
+    }
+    {
+        const auto p = parse(R"({"retry": {"owner_id": "has space"}})");
+        CHECK(p.r.status == options_status::invalid_value);
+        CHECK(p.r.path == "retry.owner_id");
+    }
+    {
+        const auto p = parse(R"({"retry": {"budget_share": 3, "policy": {"jitter_percent": 250}}})");
+        REQUIRE(p.r.ok());
+        CHECK(p.o.retry.budget_share == 1.0);
+        CHECK(p.o.retry.policy.jitter_percent == 100);
+        CHECK(p.r.normalized.size() == 2);
+    }
+}

@@ -1,0 +1,45 @@
+#include "support/pg.hpp"
+
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace dhtc::test {
+
+std::optional<std::string> pg_base() {
+    const char* v = std::getenv("DHTC_TEST_PG");
+    if (!v || !*v) return std::nullopt;
+    return std::string(v);
+}
+
+std::string pg_query(const std::string& conninfo, const std::string& sql) {
+    PGconn* c = PQconnectdb(conninfo.c_str());
+    if (PQstatus(c) != CONNECTION_OK) {
+        std::string why = PQerrorMessage(c);
+        PQfinish(c);
+        throw std::runtime_error("test pg connect: " + why);
+    }
+    PGresult* r = PQexec(c, sql.c_str());
+    const auto st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        std::string why = PQerrorMessage(c);
+        PQclear(r);
+        PQfinish(c);
+        throw std::runtime_error("test pg: " + why);
+    }
+    std::string out;
+    if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) out = PQgetvalue(r, 0, 0);
+    PQclear(r);
+    PQfinish(c);
+    return out;
+}
+
+std::string pg_fresh_schema(const std::string& base, const std::string& schema) {
+    pg_query(base, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " +
+                       schema);
+    const char sep = base.find('?') == std::string::npos ? '?' : '&';
+    return base + sep + "options=-csearch_path%3D" + schema;
+}
+
+} // namespace dhtc::test
