@@ -192,7 +192,12 @@ class Crawler:
         waits, in slices, so signal handlers run and Ctrl-C works: a KeyboardInterrupt shuts
         the crawler down and propagates."""
         if not self._started:
-            self.start()
+            try:
+                self.start()
+            except StateError:
+                if self.wait(0):  # shut down before it ran: nothing to wait for
+                    return
+                raise
         try:
             while not self.wait(_WAIT_SLICE_MS / 1000.0):
                 pass
