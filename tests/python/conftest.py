@@ -221,13 +221,45 @@ class MetadataPeer:
         self._thread.join(timeout=5)
 
 
+ALL_FIXTURES = ("v1_single", "v1_multi", "v2_single", "v2_multi", "hybrid_multi", "private_hybrid_single",
+                "unicode_multi")
+
+
 def fixture_infos(*names: str) -> Dict[bytes, bytes]:
-    """Fixture info dicts by their v1 key (SHA-1)."""
+    """Fixture info dicts by their DHT key: the SHA-1, or for v2-only the truncated SHA-256."""
     out = {}
     for name in names:
         data = (FIXTURES / f"{name}.info").read_bytes()
-        out[hashlib.sha1(data).digest()] = data
+        v1 = json.loads((FIXTURES / f"{name}.json").read_text()).get("info_hash_v1")
+        out[hashlib.sha1(data).digest() if v1 else hashlib.sha256(data).digest()[:20]] = data
     return out
+
+
+@pytest.fixture(scope="session")
+def delivered_torrents() -> Dict[str, Any]:
+    """Every fixture as the library delivers it (parsed by the real parser): name -> Torrent."""
+    import dhtcrawler
+
+    by_key = {}
+    for name in ALL_FIXTURES:
+        (key,) = fixture_infos(name)
+        by_key[key.hex()] = name
+    peer = MetadataPeer(fixture_infos(*ALL_FIXTURES))
+    announcer = Announcer()
+    got: Dict[str, Any] = {}
+    try:
+        with dhtcrawler.Crawler(loopback_options()) as crawler:
+            crawler.on_torrent(lambda t: got.__setitem__(by_key[t.info_hash], t))
+            crawler.start()
+            port = port_of(crawler.endpoints[0])
+            for key in peer.infos:
+                announcer.announce(port, key, peer.port)
+            wait_for(lambda: len(got) == len(ALL_FIXTURES), 20)
+    finally:
+        announcer.close()
+        peer.close()
+    assert sorted(got) == sorted(ALL_FIXTURES)
+    return got
 
 
 @pytest.fixture
