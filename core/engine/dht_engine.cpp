@@ -83,6 +83,10 @@ struct dht_engine::impl {
         turn_timer.async_wait([this](const std::error_code& ec) {
             if (ec) return;
             service->turn();
+            // A turn queues queries of its own (bootstrap, crawl, samples); without a flush
+            // they would wait for the next received batch, which may never come.
+            for (auto* sock : {v4.get(), v6.get()})
+                if (sock) sock->flush();
             schedule_turn();
         });
     }
