@@ -61,34 +61,44 @@ class TestNetwork:
         self.bootstrap: Optional[str] = None
         self._lines: "queue.Queue[Optional[str]]" = queue.Queue(maxsize=1024)
 
-    def start(self, timeout: float = 60) -> str:
-        """Starts the program and returns its bootstrap endpoint ("127.x.y.z:port")."""
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, text=True)
-        threading.Thread(target=self._read, name="testnet-stdout", daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            if line.startswith("BOOTSTRAP "):
-                self.bootstrap = line.split(None, 1)[1].strip()
-                return self.bootstrap
-        self.stop()
-        raise RuntimeError(f"{self.argv[0]} did not print BOOTSTRAP within {timeout:.0f} s "
-                           f"(exit status {self.proc.returncode})")
+    def start(self, timeout: float = 60, attempts: int = 3) -> str:
+        """Starts the program and returns its bootstrap endpoint ("127.x.y.z:port"). A start
+        that fails at once (an ephemeral port taken between choice and bind) is retried."""
+        for attempt in range(attempts):
+            self._lines = queue.Queue(maxsize=1024)
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, text=True)
+            threading.Thread(target=self._read, args=(self.proc, self._lines), name="testnet-stdout",
+                             daemon=True).start()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    line = self._lines.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    break
+                if line.startswith("BOOTSTRAP "):
+                    self.bootstrap = line.split(None, 1)[1].strip()
+                    return self.bootstrap
+            self.stop()
+            if time.monotonic() < deadline and attempt + 1 < attempts:
+                continue  # it exited early: try again
+            break
+        raise RuntimeError(f"{self.argv[0]} did not print BOOTSTRAP (exit status {self.proc.returncode})")
 
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:
+    @staticmethod
+    def _read(proc: subprocess.Popen, lines: "queue.Queue[Optional[str]]") -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             try:
-                self._lines.put_nowait(line.rstrip("\n"))
+                lines.put_nowait(line.rstrip("\n"))
             except queue.Full:  # nobody reads after BOOTSTRAP; the rest is not needed
                 pass
-        self._lines.put(None)
+        try:
+            lines.put_nowait(None)
+        except queue.Full:
+            pass
 
     def stop(self, timeout: float = 15) -> Optional[int]:
         """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit status."""
