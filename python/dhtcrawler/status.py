@@ -21,7 +21,7 @@ class StatusLine:
     writes a full line every ``pipe_interval`` seconds instead)."""
 
     def __init__(self, crawler: Any, accepted: Callable[[], int], *, stream: Optional[IO[str]] = None,
-                 interval: float = 1.0, pipe_interval: float = 10.0) -> None:
+                 interval: float = 1.0, pipe_interval: float = 10.0, hint_after: float = 20.0) -> None:
         self._crawler = crawler
         self._accepted = accepted
         self._stream = stream or sys.stderr
@@ -31,6 +31,8 @@ class StatusLine:
         self._thread = threading.Thread(target=self._loop, name="dhtcrawler-status", daemon=True)
         self._started = time.monotonic()
         self._last = (self._started, 0.0, 0.0)  # time, hashes, fetched at the previous line
+        self._hint_after = hint_after
+        self._hinted = False
 
     def start(self) -> None:
         self._thread.start()
@@ -60,12 +62,26 @@ class StatusLine:
                 f"  failed {int(failed)}  stored {self._accepted()}"
                 f"  in flight {int(_get(stats, 'metadata_in_flight'))}")
 
+    def hint(self) -> str:
+        """A one-time explanation when nobody has answered yet (an offline machine)."""
+        if self._hinted or time.monotonic() - self._started < self._hint_after:
+            return ""
+        stats = self._crawler.stats()
+        if _get(stats, "responsive_nodes") or _get(stats, "node_pool_size"):
+            return ""
+        self._hinted = True
+        return ("no DHT node has answered yet: the bootstrap nodes are unreachable from here (no internet?); "
+                "they are retried with back-off. `dhtcrawler demo` shows the whole pipeline on loopback.")
+
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 text = self.line()
+                hint = self.hint()
             except Exception:  # noqa: BLE001 - the crawler closed under us
                 return
+            if hint:
+                self._stream.write(("\r\x1b[2K" if self._tty else "") + "dhtcrawler: " + hint + "\n")
             if self._tty:
                 self._stream.write("\r\x1b[2K" + text)
             else:

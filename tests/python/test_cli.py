@@ -242,6 +242,20 @@ def test_status_line_shows_nodes_hashes_fetched_failed():
         assert field in line, line
 
 
+def test_status_line_explains_an_unanswered_bootstrap_once():
+    stream = io.StringIO()
+    options = loopback_options(crawl={"bootstrap": {"sources": [f"127.0.0.1:{closed_udp_port()}"]}})
+    with dhtcrawler.Crawler(options) as crawler:
+        crawler.start()
+        status = StatusLine(crawler, lambda: 0, stream=stream, pipe_interval=0.05, hint_after=0.2)
+        status.start()
+        assert wait_for(lambda: "no DHT node has answered yet" in stream.getvalue(), 10)
+        time.sleep(0.3)
+        status.stop()
+    assert stream.getvalue().count("no DHT node has answered yet") == 1
+    assert "dhtcrawler demo" in stream.getvalue()
+
+
 # ---- against the test network -------------------------------------------------------------
 
 def test_crawl_against_the_test_network(tmp_path, testnet_binary):
