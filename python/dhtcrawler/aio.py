@@ -33,7 +33,7 @@ class AsyncCrawler:
         self._in_buffer = 0
         self._count_lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._queue: "asyncio.Queue[Optional[Torrent]]" = asyncio.Queue()
+        self._queue: "Optional[asyncio.Queue[Optional[Torrent]]]" = None  # made on the loop
         self.crawler.on_torrent(self._deliver, ack=True)
 
     def _deliver(self, torrent: Torrent) -> bool:
@@ -43,6 +43,7 @@ class AsyncCrawler:
                 self.dropped += 1
                 return False
             self._in_buffer += 1
+        assert self._queue is not None
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, torrent)
         except RuntimeError:  # the loop is closed
@@ -53,6 +54,7 @@ class AsyncCrawler:
         return True
 
     async def start(self) -> "AsyncCrawler":
+        self._queue = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self.crawler.start()
         return self
@@ -62,12 +64,13 @@ class AsyncCrawler:
         ends after the torrents already buffered."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.crawler.close)
-        self._queue.put_nowait(None)
+        if self._queue is not None:
+            self._queue.put_nowait(None)
 
     def shutdown(self) -> None:
         """Stops the crawler (any thread); iteration ends once the buffer is drained."""
         self.crawler.shutdown()
-        if self._loop is not None:
+        if self._loop is not None and self._queue is not None:
             try:
                 self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
             except RuntimeError:
@@ -83,6 +86,8 @@ class AsyncCrawler:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Torrent]:
+        if self._queue is None:
+            raise RuntimeError("start the AsyncCrawler first (async with AsyncCrawler(...) as c)")
         while True:
             torrent = await self._queue.get()
             if torrent is None:

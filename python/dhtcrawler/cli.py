@@ -387,6 +387,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except DhtcError as e:
         print(f"dhtcrawler {args.command}: error: {e.message or e.status_name}", file=sys.stderr)
         return EXIT_FAILURE
+    except RuntimeError as e:  # e.g. the test network did not start
+        print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
     return EXIT_FAILURE
 
 
