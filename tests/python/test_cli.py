@@ -276,7 +276,7 @@ def test_crawl_against_the_test_network(tmp_path, testnet_binary):
 
             # Wait for every torrent, but settle for most: whether the crawl finds each hash
             # in a small network is the engine's business; this test checks what is stored.
-            wait_for(lambda: len(delivered()) >= torrents, 60, 0.2)
+            wait_for(lambda: len(delivered()) >= torrents, 30, 0.2)
             assert len(delivered()) >= torrents * 3 // 4, crawl.output()
             assert delivered() <= keys
         finally:
