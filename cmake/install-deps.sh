@@ -9,6 +9,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev llvm-14
   swig python3-libtorrent
   libpq-dev postgresql
+  python3-dev python3-venv
   binutils
 )
 

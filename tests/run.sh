@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what is missing, then runs
 #   build     release build with -Werror, every ctest test (unit, C ABI)
+#   python    pip install . (the wheel: extension + libdhtcrawler.so) into a venv of the
+#             python3 on PATH, then pytest tests/python (API, sinks, CLI, libtorrent, testnet)
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
@@ -16,7 +18,7 @@ out=${DHTC_BUILD_ROOT:-$root/build}
 fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
 jobs=${DHTC_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build sanitize tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(build python sanitize tsan fuzz)
 
 passed=0
 failed=0
@@ -73,6 +75,48 @@ stage_build() {
   else
     failed=$((failed + 1)); failures+=("release build failed")
   fi
+}
+
+# Runs pytest and adds its counts ("N passed, M failed, K errors") to the totals.
+run_pytest() { # label, python, pytest arguments...
+  local label=$1 py=$2 log line p f e
+  shift 2
+  log=$(mktemp)
+  (cd "$root" && "$py" -m pytest -q -p no:cacheprovider -o faulthandler_timeout=300 "$@") 2>&1 | tee "$log"
+  line=$(grep -E '(passed|failed|error|no tests ran).* in [0-9.]+s' "$log" | tail -1)
+  p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
+  f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+' || true)
+  e=$(grep -oE '[0-9]+ errors?' <<<"$line" | grep -oE '[0-9]+' || true)
+  p=${p:-0}; f=${f:-0}; e=${e:-0}
+  if [ -z "$line" ] || [ $((p + f + e)) -eq 0 ]; then
+    failed=$((failed + 1)); failures+=("$label: pytest ran no test")
+  else
+    passed=$((passed + p)); failed=$((failed + f + e))
+    [ $((f + e)) -gt 0 ] && failures+=("$label: $f failed, $e errors")
+  fi
+  rm -f "$log"
+}
+
+stage_python() {
+  note "Python package: pip install . into a venv, then pytest tests/python"
+  local venv=$out/python-venv
+  if [ ! -x "$venv/bin/python" ] && ! python3 -m venv "$venv"; then
+    failed=$((failed + 1)); failures+=("python: cannot create a venv with $(command -v python3)"); return
+  fi
+  if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest jsonschema; then
+    failed=$((failed + 1)); failures+=("python: pip could not install pytest and jsonschema"); return
+  fi
+  # The wheel build compiles the core once more; its build directory is kept, so a re-run
+  # only rebuilds what changed.
+  if ! CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+        --config-settings=build-dir="$out/python-wheel" "$root"; then
+    failed=$((failed + 1)); failures+=("python: pip install . failed"); return
+  fi
+  # The test network program from the release build, until the wheel carries its own.
+  local testnet
+  testnet=$(find "$out/release" -name dhtcrawler-testnet -type f -perm -u+x 2>/dev/null | head -1)
+  if [ -n "$testnet" ] && [ -z "${DHTCRAWLER_TESTNET:-}" ]; then export DHTCRAWLER_TESTNET=$testnet; fi
+  PATH="$venv/bin:$PATH" run_pytest python "$venv/bin/python" tests/python
 }
 
 stage_sanitize() {
@@ -134,11 +178,12 @@ bash "$root/cmake/install-deps.sh" || { echo "summary: 0 passed, 1 failed"; exit
 for stage in "${stages[@]}"; do
   case $stage in
     build) stage_build ;;
+    python) stage_python ;;
     sanitize) stage_sanitize ;;
     tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
     pg) stage_pg ;;
-    *) echo "unknown stage: $stage (build, sanitize, tsan, fuzz, pg)"; exit 2 ;;
+    *) echo "unknown stage: $stage (build, python, sanitize, tsan, fuzz, pg)"; exit 2 ;;
   esac
 done
 

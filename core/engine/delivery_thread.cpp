@@ -21,11 +21,13 @@ void delivery_thread::start() {
 void delivery_thread::stop() {
     {
         std::lock_guard lock(mutex_);
-        if (stopping_ && !thread_.joinable()) return;
         stopping_ = true;
     }
     wake_.notify_all();
-    if (thread_.joinable() && !on_this_thread()) thread_.join();
+    if (on_this_thread()) return;
+    // A second caller waits here until the first one's join has finished.
+    std::lock_guard join_lock(join_mutex_);
+    if (thread_.joinable()) thread_.join();
 }
 
 bool delivery_thread::post_gate(const id20& info_hash, std::function<void(bool)> answer) {

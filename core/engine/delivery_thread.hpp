@@ -107,6 +107,9 @@ private:
     bool stopping_ = false;
     std::atomic<bool> observations_wanted_{true};
     std::thread thread_;
+    // Held while joining: stop() may come from two host threads at once (a shutdown from
+    // one, a destroy from another), and two concurrent joins of one std::thread hang.
+    std::mutex join_mutex_;
     delivery_counters counters_;
 };
 

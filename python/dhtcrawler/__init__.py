@@ -1,0 +1,30 @@
+"""dhtcrawler: a BitTorrent DHT crawler (C++20 core, reached through its C ABI).
+
+    import dhtcrawler
+
+    with dhtcrawler.Crawler(port=6881) as crawler:
+        @crawler.on_torrent
+        def show(t: dhtcrawler.Torrent) -> None:
+            print(t.info_hash, t.name, t.total_size)
+
+        crawler.run()          # until crawler.shutdown() or Ctrl-C
+
+See also ``dhtcrawler.aio`` (an async iterator of torrents), ``dhtcrawler.sinks`` (SQLite
+and JSON lines) and the ``dhtcrawler`` command.
+"""
+
+from . import _native
+from ._crawler import Crawler, default_options
+from ._errors import BindError, DhtcError, OptionsError, StateError
+from ._types import Completion, Observation, Torrent, TorrentFile
+
+__version__: str = _native.version()
+ABI_VERSION: int = _native.abi_version()
+
+if ABI_VERSION != _native.ABI_VERSION:  # a library from another build next to the extension
+    raise ImportError(f"libdhtcrawler ABI {ABI_VERSION} != the extension's {_native.ABI_VERSION}")
+
+__all__ = [
+    "Crawler", "default_options", "Torrent", "TorrentFile", "Completion", "Observation",
+    "DhtcError", "OptionsError", "BindError", "StateError", "__version__", "ABI_VERSION",
+]

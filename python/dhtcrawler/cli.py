@@ -1,0 +1,397 @@
+"""The `dhtcrawler` command: crawl into SQLite (and JSON lines), run the test network, demo.
+
+Exit status: 0 after a clean stop (--duration, SIGINT, SIGTERM), 2 for bad options or
+arguments (one line on stderr), 1 for other failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import __version__
+from ._crawler import Crawler, default_options
+from ._errors import DhtcError, OptionsError
+from ._types import Torrent
+from .sinks import JsonlSink, SqliteSink
+from .status import StatusLine
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_DB = "dhtcrawler.sqlite"
+
+
+class UsageError(Exception):
+    """A bad flag value or options file: one line on stderr, exit status 2."""
+
+
+# ---- options ------------------------------------------------------------------------------
+
+def _set_path(doc: Dict[str, Any], path: Sequence[str], value: Any) -> None:
+    for key in path[:-1]:
+        child = doc.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            doc[key] = child
+        doc = child
+    doc[path[-1]] = value
+
+
+def _get_path(doc: Dict[str, Any], path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+def load_options_file(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise UsageError(f"--options {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise UsageError(f"--options {path}: not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--options {path}: expected a JSON object")
+    return doc
+
+
+def crawl_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The options document: --options FILE first, then every flag given on top of it."""
+    doc = load_options_file(args.options) if args.options else {}
+    if args.port is not None:
+        doc["port"] = args.port
+    if args.netmode is not None:
+        doc["netmode"] = args.netmode
+    for address in args.bind or []:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            raise UsageError(f"--bind {address}: not an IPv4 or IPv6 address") from None
+        doc["bind_v6" if ip.version == 6 else "bind_v4"] = str(ip)
+    if args.allow_private:
+        doc["allow_private_addresses"] = True
+    sources_path = ("crawl", "bootstrap", "sources")
+    if args.no_default_bootstrap:
+        _set_path(doc, sources_path, list(args.bootstrap))
+    elif args.bootstrap:
+        base = _get_path(doc, sources_path)
+        if base is None:
+            base = _get_path(default_options(), sources_path) or []
+        _set_path(doc, sources_path, list(base) + list(args.bootstrap))
+    return doc
+
+
+# ---- crawl --------------------------------------------------------------------------------
+
+class _Store:
+    """The CLI's torrent callback: a torrent is accepted only once every sink holds it."""
+
+    def __init__(self, db: Optional[SqliteSink], jsonl: Optional[JsonlSink],
+                 show: Optional[Callable[[Torrent], None]] = None) -> None:
+        self.db, self.jsonl, self.show = db, jsonl, show
+        self.accepted = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, torrent: Torrent) -> bool:
+        with self._lock:
+            if self.db is not None:
+                self.db.add(torrent)
+            if self.jsonl is not None:
+                self.jsonl.add(torrent)
+            self.accepted += 1
+        if self.show is not None:
+            self.show(torrent)
+        return True
+
+    def close(self) -> None:
+        for sink in (self.jsonl, self.db):
+            if sink is not None:
+                sink.close()
+
+
+class _Stopper:
+    """SIGINT/SIGTERM and --duration end the run by shutting the crawler down; the main
+    thread, waiting in slices, then closes everything in order."""
+
+    def __init__(self, crawler: Crawler, duration: Optional[float]) -> None:
+        self.crawler = crawler
+        self.deadline = None if duration is None else time.monotonic() + duration
+        self.reason: Optional[str] = None
+        self._previous: Dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.stop(signal.Signals(signum).name)
+
+    def stop(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.crawler.shutdown()
+
+    def wait(self, until_done: Optional[Callable[[], bool]] = None) -> None:
+        while not self.crawler.wait(0.1):
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.stop("duration")
+            elif until_done is not None and until_done():
+                self.stop("done")
+
+
+def _error_printer(status: Optional[StatusLine]) -> Callable[[str], None]:
+    def report(message: str) -> None:
+        sys.stderr.write(("\n" if status is not None and status._tty else "") + f"dhtcrawler: {message}\n")
+        sys.stderr.flush()
+
+    return report
+
+
+def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
+    if not spec:
+        return None
+    from .metrics_server import MetricsServer, parse_host_port
+
+    try:
+        address = parse_host_port(spec)
+    except ValueError as e:
+        raise UsageError(f"--metrics: {e}") from None
+    try:
+        server = MetricsServer(address, crawler.metrics)
+    except OSError as e:
+        raise UsageError(f"--metrics {spec}: {e.strerror or e}") from None
+    server.start()
+    return server
+
+
+def _open_sinks(db_path: Optional[str], out: Optional[str]) -> tuple:
+    db = jsonl = None
+    try:
+        if db_path:
+            db = SqliteSink(db_path)
+        if out:
+            jsonl = JsonlSink(out)
+    except (OSError, Exception) as e:  # sqlite3.Error, SchemaError, OSError
+        if db is not None:
+            db.close()
+        what = f"--out {out}" if db is not None or not db_path else f"--db {db_path}"
+        raise UsageError(f"{what}: {e}") from None
+    return db, jsonl
+
+
+def run_crawl(args: argparse.Namespace) -> int:
+    options = crawl_options(args)
+    crawler = Crawler(options)  # OptionsError: exit 2 (main)
+    db = jsonl = None
+    metrics = status = None
+    try:
+        db, jsonl = _open_sinks(args.db or DEFAULT_DB, args.out)
+        store = _Store(db, jsonl)
+        crawler.on_torrent(store, ack=True)
+        metrics = _serve_metrics(args.metrics, crawler)
+        if not args.quiet:
+            status = StatusLine(crawler, lambda: store.accepted)
+        crawler.on_error(_error_printer(status))
+        stopper = _Stopper(crawler, args.duration)
+        stopper.install()
+        try:
+            crawler.start()
+            if not args.quiet:
+                endpoints = ", ".join(crawler.endpoints)
+                print(f"dhtcrawler {__version__}: crawling on {endpoints}; storing into {db.path}"
+                      + (f" and {args.out}" if args.out else "")
+                      + (f"; metrics on http://{args.metrics}/metrics" if args.metrics else ""),
+                      file=sys.stderr, flush=True)
+            if status is not None:
+                status.start()
+            stopper.wait()
+        finally:
+            crawler.close()  # no torrent callback after this: the sinks can close
+            stopper.restore()
+        if not args.quiet:
+            if status is not None:
+                status.stop()
+                status = None
+            print(f"dhtcrawler: stopped ({stopper.reason or 'shutdown'}): {store.accepted} torrents "
+                  f"accepted, {db.count()} in {db.path}", file=sys.stderr, flush=True)
+        return EXIT_OK
+    finally:
+        if status is not None:
+            status.stop()
+        if metrics is not None:
+            metrics.close()
+        crawler.close()
+        for sink in (jsonl, db):
+            if sink is not None:
+                sink.close()
+
+
+# ---- demo ---------------------------------------------------------------------------------
+
+def _human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from .testnet import TestNetwork
+
+    readable = sys.stderr if args.out == "-" else sys.stdout
+    try:
+        net = TestNetwork(nodes=args.nodes, seeders=3, torrents=args.torrents, cidr="127.0.90.0/24",
+                          seed=args.seed, duration=args.duration + 30, stderr=subprocess_devnull())
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+    print(f"demo: starting a test network of {args.nodes} nodes seeding {args.torrents} torrents "
+          "on 127.0.90.0/24 (loopback only)", file=readable, flush=True)
+    with net:
+        crawler = Crawler({"port": 0, "bind_v4": "127.0.0.1", "allow_private_addresses": True,
+                           "crawl": {"bootstrap": {"sources": [net.bootstrap]}}})
+        jsonl = JsonlSink(args.out) if args.out else None
+
+        def show(t: Torrent) -> None:
+            print(f"  + {t.name!r}  {t.version}, {t.num_files} file{'s' if t.num_files != 1 else ''}, "
+                  f"{_human_size(t.total_size)}  {t.info_hash}  from {t.peer}", file=readable, flush=True)
+
+        store = _Store(None, jsonl, show)
+        crawler.on_torrent(store, ack=True)
+        crawler.on_error(_error_printer(None))
+        stopper = _Stopper(crawler, args.duration)
+        stopper.install()
+        started = time.monotonic()
+        try:
+            crawler.start()
+            print(f"demo: crawler on {', '.join(crawler.endpoints)}, bootstrapping from {net.bootstrap}",
+                  file=readable, flush=True)
+            stopper.wait(until_done=lambda: store.accepted >= args.torrents)
+        finally:
+            crawler.close()
+            stopper.restore()
+            store.close()
+    print(f"demo: {store.accepted} of {args.torrents} torrents fetched and verified in "
+          f"{time.monotonic() - started:.0f} s ({stopper.reason})", file=readable, flush=True)
+    return EXIT_OK
+
+
+def subprocess_devnull() -> Any:
+    import subprocess
+
+    return subprocess.DEVNULL
+
+
+# ---- testnet ------------------------------------------------------------------------------
+
+def run_testnet(argv: List[str]) -> int:
+    from .testnet import locate
+
+    try:
+        program = locate()
+    except FileNotFoundError as e:
+        print(f"dhtcrawler: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    os.execv(program, [program, *argv])
+    return EXIT_FAILURE  # not reached
+
+
+# ---- arguments ----------------------------------------------------------------------------
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {text!r}")
+    return int(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dhtcrawler", description="BitTorrent DHT crawler.")
+    parser.add_argument("--version", action="version", version=f"dhtcrawler {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    crawl = sub.add_parser("crawl", help="crawl the DHT into SQLite (and JSON lines)")
+    crawl.add_argument("--port", type=_port, help="DHT UDP port (default 6881; 0: any free port)")
+    crawl.add_argument("--bind", action="append", metavar="ADDR",
+                       help="local address (IPv4 or IPv6; repeat for both)")
+    crawl.add_argument("--netmode", choices=("ipv4", "ipv6", "dual"))
+    crawl.add_argument("--bootstrap", action="append", default=[], metavar="HOST:PORT",
+                       help="extra bootstrap node (repeatable)")
+    crawl.add_argument("--no-default-bootstrap", action="store_true",
+                       help="use only the --bootstrap nodes, not the public routers")
+    crawl.add_argument("--allow-private", action="store_true",
+                       help="admit private and loopback nodes (labs, tests)")
+    crawl.add_argument("--out", metavar="FILE.jsonl|-", help="also write JSON lines (- is stdout)")
+    crawl.add_argument("--db", metavar="FILE.sqlite", help=f"SQLite database (default ./{DEFAULT_DB})")
+    crawl.add_argument("--duration", type=_positive_seconds, metavar="SECONDS", help="stop after this long")
+    crawl.add_argument("--options", metavar="FILE.json", help="options document (flags override it)")
+    crawl.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
+    crawl.add_argument("--quiet", action="store_true", help="no status line")
+
+    demo = sub.add_parser("demo", help="a loopback test network and a crawler, torrents arriving")
+    demo.add_argument("--duration", type=_positive_seconds, default=60.0, metavar="SECONDS")
+    demo.add_argument("--out", metavar="FILE.jsonl|-")
+    demo.add_argument("--torrents", type=int, default=6, help=argparse.SUPPRESS)
+    demo.add_argument("--nodes", type=int, default=30, help=argparse.SUPPRESS)
+    demo.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+
+    sub.add_parser("testnet", help="run the loopback test network (dhtcrawler-testnet; see its --help)",
+                   add_help=False)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "testnet":
+        return run_testnet(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "crawl":
+            return run_crawl(args)
+        if args.command == "demo":
+            return run_demo(args)
+    except UsageError as e:
+        print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except OptionsError as e:
+        print(f"dhtcrawler {args.command}: error: bad option: {e.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except DhtcError as e:
+        print(f"dhtcrawler {args.command}: error: {e.message or e.status_name}", file=sys.stderr)
+        return EXIT_FAILURE
+    except RuntimeError as e:  # e.g. the test network did not start
+        print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
