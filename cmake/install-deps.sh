@@ -8,6 +8,7 @@ PACKAGES=(
   libasio-dev libssl-dev nlohmann-json3-dev doctest-dev libsqlite3-dev
   clang-14 libclang-rt-14-dev llvm-14
   swig python3-libtorrent
+  default-jdk-headless maven
   binutils
 )
 
