@@ -73,6 +73,38 @@ private:
     JNIEnv* env_;
 };
 
+/// A Java exception thrown by a callback, caught in the director (see director:except in
+/// dhtcrawler.i) after it was cleared; what() is the throwable's toString() in UTF-8.
+class java_exception : public std::exception {
+public:
+    java_exception(JNIEnv* env, jthrowable thrown) : text_(describe(env, thrown)) {}
+    const char* what() const noexcept override { return text_.c_str(); }
+
+private:
+    static std::string describe(JNIEnv* env, jthrowable thrown) {
+        std::string text = "a Java exception";
+        jclass object = env->FindClass("java/lang/Object");
+        jclass string = env->FindClass("java/lang/String");
+        jmethodID to_string = object ? env->GetMethodID(object, "toString", "()Ljava/lang/String;") : nullptr;
+        jmethodID get_bytes = string ? env->GetMethodID(string, "getBytes", "(Ljava/lang/String;)[B") : nullptr;
+        jstring charset = env->NewStringUTF("UTF-8");
+        if (to_string && get_bytes && charset) {
+            auto str = static_cast<jstring>(env->CallObjectMethod(thrown, to_string));
+            auto bytes = str && !env->ExceptionCheck()
+                             ? static_cast<jbyteArray>(env->CallObjectMethod(str, get_bytes, charset))
+                             : nullptr;
+            if (bytes && !env->ExceptionCheck()) {
+                text.resize(static_cast<size_t>(env->GetArrayLength(bytes)));
+                env->GetByteArrayRegion(bytes, 0, static_cast<jsize>(text.size()), reinterpret_cast<jbyte*>(text.data()));
+            }
+        }
+        if (env->ExceptionCheck()) env->ExceptionClear(); // describing it failed: keep the generic text
+        return text;
+    }
+
+    std::string text_;
+};
+
 /// Attaches the current (library) thread to the JVM on first use, as a daemon so it never
 /// keeps the JVM alive, and detaches it when the thread exits. The SWIG director then finds
 /// the thread attached and neither attaches nor detaches per call.

@@ -104,6 +104,15 @@ static void dhtc_java_throw(JNIEnv* jenv, const dhtc_java::status_error& e) {
 %include "enumsimple.swg"
 %rename(waitFor) dhtc_java::NativeCrawler::wait; // Object.wait(long) is final
 %feature("director") dhtc_java::EventHandler;
+/* A Java exception leaving a callback is cleared here and continues as a C++ exception, which
+ * the shim's trampoline catches, reports and counts as a rejection: it never reaches C. */
+%feature("director:except") %{
+  jthrowable $error = jenv->ExceptionOccurred();
+  if ($error) {
+    jenv->ExceptionClear();
+    throw dhtc_java::java_exception(jenv, $error);
+  }
+%}
 %ignore dhtc_java::NativeCrawler::NativeCrawler(const NativeCrawler&);
 %rename(setHandler) dhtc_java::NativeCrawler::set_handler;
 %rename(defaultOptions) dhtc_java::default_options;
