@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what is missing, then runs
 #   build     release build with -Werror, every ctest test (unit, C ABI)
+#   java      the Java binding: its native half from the release tree, then Maven (JUnit)
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
@@ -13,7 +14,7 @@ out=${DHTC_BUILD_ROOT:-$root/build}
 fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
 jobs=${DHTC_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build sanitize tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(build java sanitize tsan fuzz)
 
 passed=0
 failed=0
@@ -53,9 +54,50 @@ stage_build() {
   fi
 }
 
+stage_java() {
+  note "Java binding: SWIG/JNI from the release tree, Maven build and JUnit tests"
+  local dir=$out/release project=$root/java
+  if ! cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_BUILD_JAVA=ON >/dev/null ||
+     ! cmake --build "$dir" -j "$jobs" --target dhtcrawler_java; then
+    failed=$((failed + 1)); failures+=("java: native build failed"); return
+  fi
+  # The crawl test needs the loopback test network; it is built with the library when present.
+  if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -q '^dhtcrawler-testnet:'; then
+    cmake --build "$dir" -j "$jobs" --target dhtcrawler-testnet &&
+      export DHTCRAWLER_TESTNET=$(find "$dir" -type f -name dhtcrawler-testnet -perm -u+x | head -1)
+  fi
+  if [ ! -f "$dir/java/native/libdhtcrawler_jni.so" ] || [ ! -f "$dir/java/generated/dev/dhtcrawler/internal/DhtcNative.java" ]; then
+    failed=$((failed + 1)); failures+=("java: the native build left no JNI library or generated sources in $dir/java"); return
+  fi
+  rm -rf "$project/target/surefire-reports"
+  local rc=0
+  (cd "$project" && timeout 1200 mvn -B -q package -Ddhtc.build.dir="$dir") || rc=$?
+  local tests=0 fails=0 skipped=0 report
+  for report in "$project"/target/surefire-reports/TEST-*.xml; do
+    [ -f "$report" ] || continue
+    local head
+    head=$(grep -m1 -o '<testsuite [^>]*>' "$report")
+    attr() { sed -nE "s/.* $1=\"([0-9]+)\".*/\1/p" <<<"$head"; }
+    tests=$((tests + $(attr tests))); skipped=$((skipped + $(attr skipped)))
+    fails=$((fails + $(attr failures) + $(attr errors)))
+  done
+  if [ "$tests" -eq 0 ]; then
+    failed=$((failed + 1)); failures+=("java: maven ran no tests (exit $rc)"); return
+  fi
+  passed=$((passed + tests - fails - skipped)); failed=$((failed + fails))
+  [ "$fails" -gt 0 ] && failures+=("java: $fails failed")
+  [ "$fails" -eq 0 ] && [ "$rc" -ne 0 ] && { failed=$((failed + 1)); failures+=("java: maven failed (exit $rc)"); }
+  # -Xcheck:jni reports misuse of JNI on the JVM's stderr, which surefire keeps in dumpstream files.
+  if grep -qs 'WARNING in native method' "$project"/target/surefire-reports/*.dumpstream; then
+    failed=$((failed + 1)); failures+=("java: -Xcheck:jni warnings (see java/target/surefire-reports)")
+  fi
+  echo "java: $tests tests, $fails failed, $skipped skipped"
+}
+
 stage_sanitize() {
   note "AddressSanitizer + UndefinedBehaviorSanitizer build of the tests"
-  if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF; then
+  if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
+       -DDHTC_BUILD_JAVA=OFF; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_ctest "$out/asan" asan
   else
@@ -111,10 +153,11 @@ bash "$root/cmake/install-deps.sh" || { echo "summary: 0 passed, 1 failed"; exit
 for stage in "${stages[@]}"; do
   case $stage in
     build) stage_build ;;
+    java) stage_java ;;
     sanitize) stage_sanitize ;;
     tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
-    *) echo "unknown stage: $stage (build, sanitize, tsan, fuzz)"; exit 2 ;;
+    *) echo "unknown stage: $stage (build, java, sanitize, tsan, fuzz)"; exit 2 ;;
   esac
 done
 
