@@ -1,6 +1,7 @@
 // Crawls the DHT and prints every torrent as one JSON line; statistics go to stderr at the end.
 //
-//   java -cp java/target/dhtcrawler-0.1.0.jar:$(cat java/target/classpath.txt) examples/java/Crawl.java \
+//   mvn -q -f java/pom.xml dependency:build-classpath -DincludeScope=runtime -Dmdep.outputFile=$PWD/java/target/cp.txt
+//   java -cp java/target/dhtcrawler-0.1.0.jar:$(cat java/target/cp.txt) examples/java/Crawl.java \
 //        [--seconds N] [--port P] [--bootstrap host:port]... [--allow-private]
 //
 // With --bootstrap the given routers replace the default ones (a lab network: add

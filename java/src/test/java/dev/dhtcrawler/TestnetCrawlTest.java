@@ -77,6 +77,38 @@ class TestnetCrawlTest {
     }
 
     @Test
+    void theJavaExampleCrawlsTheTestNetwork() throws Exception {
+        String bin = testnetBinary();
+        Process net = new ProcessBuilder(bin, "--nodes", "100", "--seeders", "8", "--torrents", "10", "--seed", "5",
+                "--duration", "120", "--reannounce", "30", "--quiet")
+                .redirectError(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        Path out = Files.createTempFile("dhtc-java-example-", ".out");
+        try {
+            String bootstrap = awaitBootstrap(net);
+            String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+            Process example = new ProcessBuilder(javaBin, "-cp", System.getProperty("java.class.path"),
+                    System.getProperty("dhtc.example.file", "../examples/java/Crawl.java"),
+                    "--seconds", "15", "--port", "0", "--bootstrap", bootstrap, "--allow-private")
+                    .redirectOutput(out.toFile())
+                    .redirectError(ProcessBuilder.Redirect.DISCARD)
+                    .start();
+            if (!example.waitFor(120, TimeUnit.SECONDS)) {
+                example.destroyForcibly();
+                fail("the example did not stop after --seconds 15");
+            }
+            assertEquals(0, example.exitValue());
+            List<String> lines = Files.readAllLines(out, StandardCharsets.UTF_8);
+            assertTrue(!lines.isEmpty(), "the example printed no torrent");
+            for (String line : lines) assertEquals(List.of(), TorrentSchema.errors(line), line);
+        } finally {
+            net.destroy();
+            if (!net.waitFor(20, TimeUnit.SECONDS)) net.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+            Files.deleteIfExists(out);
+        }
+    }
+
+    @Test
     void crawlsTheLoopbackTestNetwork() throws Exception {
         String bin = testnetBinary();
         Path dir = Files.createTempDirectory("dhtc-java-testnet-");
