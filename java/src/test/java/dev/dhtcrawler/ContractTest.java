@@ -261,11 +261,13 @@ class ContractTest {
     @Test
     void shutdownFromInsideAHandlerEndsRunAndCloseThereIsRefused() throws Exception {
         AtomicReference<String> closeStatus = new AtomicReference<>();
+        AtomicReference<Thread> handlerThread = new AtomicReference<>();
         AtomicInteger gates = new AtomicInteger();
         AtomicBoolean guardFired = new AtomicBoolean();
         try (SilentPeer peer = new SilentPeer(); Crawler c = new Crawler(loopback().build())) {
             c.onGate(hash -> {
                 gates.incrementAndGet();
+                handlerThread.set(Thread.currentThread());
                 try {
                     c.close();
                 } catch (DhtcException e) {
@@ -304,6 +306,10 @@ class ContractTest {
         }
         assertFalse(guardFired.get());
         assertEquals(1, gates.get());
+        // The library's delivery thread, attached as a daemon (it never keeps the JVM alive).
+        assertEquals("dhtcrawler-delivery", handlerThread.get().getName());
+        assertTrue(handlerThread.get().isDaemon());
+        assertFalse(handlerThread.get().isAlive()); // detached when it ended, at close
         assertEquals("DHTC_ERR_STATE", closeStatus.get());
     }
 
