@@ -38,7 +38,7 @@ public final class Crawler implements AutoCloseable {
     private final ReentrantReadWriteLock lifetime = new ReentrantReadWriteLock();
     private volatile boolean closed;
     private boolean started;
-    private Dispatcher dispatcher;
+    private volatile Dispatcher dispatcher;
 
     private Gate gate;
     private TorrentAckHandler torrent;
@@ -128,13 +128,11 @@ public final class Crawler implements AutoCloseable {
     }
 
     /** Starts the crawler's threads and returns. Once per crawler. */
-    public void start() {
+    public synchronized void start() { // locks in one order everywhere: this, then the lifetime lock
         withCrawler(c -> {
-            synchronized (this) {
-                registerHandlers(c);
-                c.start();
-                started = true;
-            }
+            registerHandlers(c);
+            c.start();
+            started = true;
             return null;
         });
     }
@@ -214,7 +212,7 @@ public final class Crawler implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (Dispatcher.IN_CALLBACK.get()) {
+        if (inHandler()) {
             throw new DhtcException(DhtcNativeConstants.DHTC_ERR_STATE, "DHTC_ERR_STATE",
                     "close() inside a handler: call shutdown() there and close afterwards");
         }
@@ -235,6 +233,11 @@ public final class Crawler implements AutoCloseable {
         return closed;
     }
 
+    private boolean inHandler() {
+        Dispatcher d = dispatcher;
+        return d != null && d.inHandler();
+    }
+
     private boolean awaitSlice(long millis) {
         return withCrawler(c -> c.waitFor(millis));
     }
@@ -244,7 +247,7 @@ public final class Crawler implements AutoCloseable {
     }
 
     private <T> T withCrawler(NativeCall<T> call) {
-        if (Dispatcher.IN_CALLBACK.get()) return call.apply(crawler); // close() cannot run now
+        if (inHandler()) return call.apply(crawler); // close() cannot complete while a handler runs
         lifetime.readLock().lock();
         try {
             if (closed) {

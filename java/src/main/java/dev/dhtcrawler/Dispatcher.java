@@ -10,8 +10,8 @@ import java.nio.charset.StandardCharsets;
  * rejection (dhtc_java.hpp).
  */
 final class Dispatcher extends EventHandler {
-    /** True on the delivery thread while a handler runs (Crawler uses it to refuse close()). */
-    static final ThreadLocal<Boolean> IN_CALLBACK = ThreadLocal.withInitial(() -> false);
+    /** True on the delivery thread while one of this crawler's handlers runs. */
+    private final ThreadLocal<Boolean> inHandler = ThreadLocal.withInitial(() -> false);
 
     private final Gate gate;
     private final TorrentAckHandler torrent;
@@ -28,53 +28,58 @@ final class Dispatcher extends EventHandler {
         this.observation = observation;
     }
 
+    /** True when the calling thread is inside one of this crawler's handlers (Crawler refuses close() there). */
+    boolean inHandler() {
+        return inHandler.get();
+    }
+
     @Override
     public boolean gate(byte[] infoHash) {
-        IN_CALLBACK.set(true);
+        inHandler.set(true);
         try {
             return gate.fetch(new String(infoHash, StandardCharsets.US_ASCII));
         } finally {
-            IN_CALLBACK.set(false);
+            inHandler.set(false);
         }
     }
 
     @Override
     public boolean torrent(byte[] json, byte[] info) {
-        IN_CALLBACK.set(true);
+        inHandler.set(true);
         try {
             return torrent.onTorrent(Torrent.parse(utf8(json), info));
         } finally {
-            IN_CALLBACK.set(false);
+            inHandler.set(false);
         }
     }
 
     @Override
     public void completion(byte[] json) {
-        IN_CALLBACK.set(true);
+        inHandler.set(true);
         try {
             completion.onCompletion(Completion.parse(utf8(json)));
         } finally {
-            IN_CALLBACK.set(false);
+            inHandler.set(false);
         }
     }
 
     @Override
     public void error(byte[] json) {
-        IN_CALLBACK.set(true);
+        inHandler.set(true);
         try {
             error.onError(dev.dhtcrawler.internal.Json.string(dev.dhtcrawler.internal.Json.tree(utf8(json)), "message"));
         } finally {
-            IN_CALLBACK.set(false);
+            inHandler.set(false);
         }
     }
 
     @Override
     public void observation(byte[] json) {
-        IN_CALLBACK.set(true);
+        inHandler.set(true);
         try {
             observation.onObservation(Observation.parse(utf8(json)));
         } finally {
-            IN_CALLBACK.set(false);
+            inHandler.set(false);
         }
     }
 
