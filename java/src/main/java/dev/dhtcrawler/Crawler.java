@@ -238,8 +238,14 @@ public final class Crawler implements AutoCloseable {
         return d != null && d.inHandler();
     }
 
+    /** One slice of a wait; a crawler closed meanwhile (from another thread) counts as shut down. */
     private boolean awaitSlice(long millis) {
-        return withCrawler(c -> c.waitFor(millis));
+        try {
+            return withCrawler(c -> c.waitFor(millis));
+        } catch (DhtcException e) {
+            if (closed) return true;
+            throw e;
+        }
     }
 
     private interface NativeCall<T> {

@@ -332,6 +332,24 @@ class ContractTest {
     }
 
     @Test
+    void closeFromAnotherThreadEndsRun() throws Exception {
+        Crawler c = new Crawler(loopback().build());
+        Thread closer = new Thread(() -> {
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                return;
+            }
+            c.close();
+        });
+        closer.start();
+        c.run(); // returns once closed: a closed crawler is shut down
+        closer.join();
+        assertTrue(c.isClosed());
+        assertTrue(c.awaitShutdown(Duration.ofSeconds(1)));
+    }
+
+    @Test
     void anInterruptedRunShutsTheCrawlerDown() throws Exception {
         try (Crawler c = new Crawler(loopback().build())) {
             AtomicBoolean interruptedAfter = new AtomicBoolean();
