@@ -3,12 +3,14 @@
  * hand-written public API. Generated at build time by CMake, never committed. */
 %module(directors="1") DhtcNative
 
+%begin %{
+// The delivery thread attaches itself (dhtc_java::jvm_attachment); should the director ever
+// find a thread unattached, it attaches it as a daemon too. (%begin: before SWIG's runtime.)
+#define SWIG_JAVA_ATTACH_CURRENT_THREAD_AS_DAEMON
+%}
+
 %{
 #include "dhtc_java.hpp"
-
-// The delivery thread attaches itself (dhtc_java::jvm_attachment); should the director ever
-// find a thread unattached, it attaches it as a daemon too.
-#define SWIG_JAVA_ATTACH_CURRENT_THREAD_AS_DAEMON
 
 extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* /*reserved*/) {
     dhtc_java::java_vm() = vm;
