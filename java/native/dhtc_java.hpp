@@ -2,9 +2,9 @@
 // out, and a director class for the callbacks (a C function pointer cannot be a director).
 // It includes only dhtcrawler.h. Two rules live here rather than in Java:
 //  - the delivery thread attaches to the JVM once, as a daemon, and detaches when it exits;
-//  - nothing thrown by a Java callback (a Swig::DirectorException by the time it reaches us)
-//    goes back into the C library: it is reported through the error handler and counts as
-//    a rejection.
+//  - nothing thrown by a Java callback (a java_exception by the time it reaches us: the
+//    director cleared the Java exception) goes back into the C library: it is reported
+//    through the error handler and counts as a rejection.
 #ifndef DHTC_JAVA_HPP
 #define DHTC_JAVA_HPP
 
