@@ -10,6 +10,7 @@ PACKAGES=(
   swig python3-libtorrent
   libpq-dev postgresql
   python3-dev python3-venv
+  default-jdk-headless maven
   binutils
 )
 

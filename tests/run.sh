@@ -3,6 +3,7 @@
 #   build     release build with -Werror, every ctest test (unit, C ABI)
 #   python    pip install . (the wheel: extension + libdhtcrawler.so) into a venv of the
 #             python3 on PATH, then pytest tests/python (API, sinks, CLI, libtorrent, testnet)
+#   java      the Java binding: its native half from the release tree, then Maven (JUnit)
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
@@ -18,7 +19,7 @@ out=${DHTC_BUILD_ROOT:-$root/build}
 fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
 jobs=${DHTC_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build python sanitize tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(build python java sanitize tsan fuzz)
 
 passed=0
 failed=0
@@ -119,10 +120,51 @@ stage_python() {
   PATH="$venv/bin:$PATH" run_pytest python "$venv/bin/python" tests/python
 }
 
+stage_java() {
+  note "Java binding: SWIG/JNI from the release tree, Maven build and JUnit tests"
+  local dir=$out/release project=$root/java
+  if ! cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_BUILD_JAVA=ON >/dev/null ||
+     ! cmake --build "$dir" -j "$jobs" --target dhtcrawler_java; then
+    failed=$((failed + 1)); failures+=("java: native build failed"); return
+  fi
+  # The crawl test needs the loopback test network; it is built with the library when present.
+  if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -q '^dhtcrawler-testnet:'; then
+    cmake --build "$dir" -j "$jobs" --target dhtcrawler-testnet &&
+      export DHTCRAWLER_TESTNET=$(find "$dir" -type f -name dhtcrawler-testnet -perm -u+x | head -1)
+  fi
+  if [ ! -f "$dir/java/native/libdhtcrawler_jni.so" ] || [ ! -f "$dir/java/generated/dev/dhtcrawler/internal/DhtcNative.java" ]; then
+    failed=$((failed + 1)); failures+=("java: the native build left no JNI library or generated sources in $dir/java"); return
+  fi
+  rm -rf "$project/target/surefire-reports"
+  local rc=0
+  (cd "$project" && timeout 1200 mvn -B -q package -Ddhtc.build.dir="$dir") || rc=$?
+  local tests=0 fails=0 skipped=0 report
+  for report in "$project"/target/surefire-reports/TEST-*.xml; do
+    [ -f "$report" ] || continue
+    local head
+    head=$(grep -m1 -o '<testsuite [^>]*>' "$report")
+    attr() { sed -nE "s/.* $1=\"([0-9]+)\".*/\1/p" <<<"$head"; }
+    tests=$((tests + $(attr tests))); skipped=$((skipped + $(attr skipped)))
+    fails=$((fails + $(attr failures) + $(attr errors)))
+  done
+  if [ "$tests" -eq 0 ]; then
+    failed=$((failed + 1)); failures+=("java: maven ran no tests (exit $rc)"); return
+  fi
+  passed=$((passed + tests - fails - skipped)); failed=$((failed + fails))
+  [ "$fails" -gt 0 ] && failures+=("java: $fails failed")
+  [ "$fails" -eq 0 ] && [ "$rc" -ne 0 ] && { failed=$((failed + 1)); failures+=("java: maven failed (exit $rc)"); }
+  # -Xcheck:jni reports misuse of JNI on the JVM's stderr, which surefire keeps in dumpstream files.
+  if grep -qs 'WARNING in native method' "$project"/target/surefire-reports/*.dumpstream; then
+    failed=$((failed + 1)); failures+=("java: -Xcheck:jni warnings (see java/target/surefire-reports)")
+  fi
+  echo "java: $tests tests, $fails failed, $skipped skipped"
+}
+
 stage_sanitize() {
   note "AddressSanitizer + UndefinedBehaviorSanitizer build of the tests"
   ensure_pg
-  if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF; then
+  if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
+       -DDHTC_BUILD_JAVA=OFF; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_ctest "$out/asan" asan
   else
@@ -179,11 +221,12 @@ for stage in "${stages[@]}"; do
   case $stage in
     build) stage_build ;;
     python) stage_python ;;
+    java) stage_java ;;
     sanitize) stage_sanitize ;;
     tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
     pg) stage_pg ;;
-    *) echo "unknown stage: $stage (build, python, sanitize, tsan, fuzz, pg)"; exit 2 ;;
+    *) echo "unknown stage: $stage (build, python, java, sanitize, tsan, fuzz, pg)"; exit 2 ;;
   esac
 done
 

@@ -1,0 +1,322 @@
+// The C++ shim SWIG wraps for Java: an owning handle over dhtc_crawler with std::string in and
+// out, and a director class for the callbacks (a C function pointer cannot be a director).
+// It includes only dhtcrawler.h. Two rules live here rather than in Java:
+//  - the delivery thread attaches to the JVM once, as a daemon, and detaches when it exits;
+//  - nothing thrown by a Java callback (a java_exception by the time it reaches us: the
+//    director cleared the Java exception) goes back into the C library: it is reported
+//    through the error handler and counts as a rejection.
+#ifndef DHTC_JAVA_HPP
+#define DHTC_JAVA_HPP
+
+#include <jni.h>
+
+#include <exception>
+#include <string>
+
+#include "dhtcrawler.h"
+
+namespace dhtc_java {
+
+#ifndef SWIG // the plumbing below is C++-only; SWIG wraps EventHandler, NativeCrawler and default_options
+
+/// A failed dhtc_* call: its status code, the status name and the library's message.
+struct status_error {
+    int status;
+    std::string name;
+    std::string message;
+};
+
+inline void check(int status) {
+    if (status != DHTC_OK) throw status_error{status, dhtc_status_name(status), dhtc_last_error()};
+}
+
+inline std::string take(char* s) {
+    std::string out = s ? s : "";
+    dhtc_string_free(s);
+    return out;
+}
+
+/// The JavaVM, recorded by JNI_OnLoad in the wrapper.
+inline JavaVM*& java_vm() {
+    static JavaVM* vm = nullptr;
+    return vm;
+}
+
+/// The JNIEnv of the current thread, or nullptr when it is not attached.
+inline JNIEnv* current_env() {
+    void* env = nullptr;
+    JavaVM* vm = java_vm();
+    if (!vm || vm->GetEnv(&env, JNI_VERSION_1_8) != JNI_OK) return nullptr;
+    return static_cast<JNIEnv*>(env);
+}
+
+/// A JNI local frame around one callback. The delivery thread stays attached and never
+/// returns to Java, so local references made during a call (by the director or by its
+/// exception handling) would otherwise pile up for the life of the crawler.
+class local_frame {
+public:
+    local_frame() : env_(current_env()) {
+        if (env_ && env_->PushLocalFrame(32) != JNI_OK) {
+            env_->ExceptionClear();
+            env_ = nullptr;
+        }
+    }
+    ~local_frame() {
+        if (!env_) return;
+        if (env_->ExceptionCheck()) env_->ExceptionClear(); // never leave one pending in C
+        env_->PopLocalFrame(nullptr);
+    }
+    local_frame(const local_frame&) = delete;
+    local_frame& operator=(const local_frame&) = delete;
+
+private:
+    JNIEnv* env_;
+};
+
+/// A Java exception thrown by a callback, caught in the director (see director:except in
+/// dhtcrawler.i) after it was cleared; what() is the throwable's toString() in UTF-8.
+class java_exception : public std::exception {
+public:
+    java_exception(JNIEnv* env, jthrowable thrown) : text_(describe(env, thrown)) {}
+    const char* what() const noexcept override { return text_.c_str(); }
+
+private:
+    static std::string describe(JNIEnv* env, jthrowable thrown) {
+        std::string text = "a Java exception";
+        jclass object = env->FindClass("java/lang/Object");
+        jclass string = env->FindClass("java/lang/String");
+        jmethodID to_string = object ? env->GetMethodID(object, "toString", "()Ljava/lang/String;") : nullptr;
+        jmethodID get_bytes = string ? env->GetMethodID(string, "getBytes", "(Ljava/lang/String;)[B") : nullptr;
+        jstring charset = env->NewStringUTF("UTF-8");
+        if (to_string && get_bytes && charset) {
+            auto str = static_cast<jstring>(env->CallObjectMethod(thrown, to_string));
+            auto bytes = str && !env->ExceptionCheck()
+                             ? static_cast<jbyteArray>(env->CallObjectMethod(str, get_bytes, charset))
+                             : nullptr;
+            if (bytes && !env->ExceptionCheck()) {
+                text.resize(static_cast<size_t>(env->GetArrayLength(bytes)));
+                env->GetByteArrayRegion(bytes, 0, static_cast<jsize>(text.size()), reinterpret_cast<jbyte*>(text.data()));
+            }
+        }
+        if (env->ExceptionCheck()) env->ExceptionClear(); // describing it failed: keep the generic text
+        return text;
+    }
+
+    std::string text_;
+};
+
+/// Attaches the current (library) thread to the JVM on first use, as a daemon so it never
+/// keeps the JVM alive, and detaches it when the thread exits. The SWIG director then finds
+/// the thread attached and neither attaches nor detaches per call.
+class jvm_attachment {
+public:
+    static void ensure() { thread_local jvm_attachment once; }
+
+    jvm_attachment(const jvm_attachment&) = delete;
+    jvm_attachment& operator=(const jvm_attachment&) = delete;
+
+private:
+    jvm_attachment() {
+        JavaVM* vm = java_vm();
+        if (!vm) return;
+        void* env = nullptr;
+        if (vm->GetEnv(&env, JNI_VERSION_1_8) == JNI_OK) return; // a Java thread: not ours to detach
+        JavaVMAttachArgs args{JNI_VERSION_1_8, const_cast<char*>("dhtcrawler-delivery"), nullptr};
+        attached_ = vm->AttachCurrentThreadAsDaemon(&env, &args) == JNI_OK;
+    }
+    ~jvm_attachment() {
+        if (attached_) java_vm()->DetachCurrentThread();
+    }
+
+    bool attached_ = false;
+};
+
+#endif // SWIG
+
+/// The callbacks, implemented in Java (SWIG director). Byte strings carry UTF-8 JSON and the
+/// raw info dict; Java decodes them (JNI's own string conversion is "modified UTF-8").
+class EventHandler {
+public:
+    virtual ~EventHandler() = default;
+    virtual bool gate(const std::string& /*info_hash*/) { return true; }
+    virtual bool torrent(const std::string& /*torrent_json*/, const std::string& /*info*/) { return true; }
+    virtual void completion(const std::string& /*event_json*/) {}
+    virtual void error(const std::string& /*event_json*/) {}
+    virtual void observation(const std::string& /*event_json*/) {}
+};
+
+/// Which callbacks the Java side registered (bit flags).
+enum callbacks : int {
+    on_gate = 1,
+    on_torrent = 2,
+    on_completion = 4,
+    on_error = 8,
+    on_observation = 16,
+};
+
+#ifndef SWIG
+namespace detail {
+
+inline std::string json_escape(const std::string& s) {
+    std::string out;
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20) {
+            static const char hex[] = "0123456789abcdef";
+            out += "\\u00";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
+/// Reports a callback that threw through the Java error handler; if that throws too, the
+/// report is dropped (there is nobody left to tell).
+inline void report_throw(EventHandler* h, const char* which, const char* what) noexcept {
+    try {
+        h->error(std::string(R"({"type":"error","schema":1,"message":")") + which + " callback threw: " +
+                 json_escape(what) + "\"}");
+    } catch (...) {
+    }
+}
+
+/// Runs one Java callback on the delivery thread. Returns the callback's decision, or false
+/// when it threw (a throw is a rejection).
+template <class F>
+bool call_java(EventHandler* h, const char* which, F&& body) noexcept {
+    jvm_attachment::ensure();
+    local_frame frame;
+    try {
+        return body();
+    } catch (const std::exception& e) {
+        report_throw(h, which, e.what());
+    } catch (...) {
+        report_throw(h, which, "unknown exception");
+    }
+    return false;
+}
+
+inline int gate_trampoline(const char* info_hash, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    return call_java(h, "gate", [&] { return h->gate(info_hash); });
+}
+
+inline int torrent_trampoline(const char* json, const unsigned char* info, size_t len, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    return call_java(h, "torrent",
+                     [&] { return h->torrent(json, std::string(reinterpret_cast<const char*>(info), len)); });
+}
+
+inline void completion_trampoline(const char* json, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    call_java(h, "completion", [&] {
+        h->completion(json);
+        return true;
+    });
+}
+
+inline void error_trampoline(const char* json, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    jvm_attachment::ensure();
+    local_frame frame;
+    try { // an error handler that throws is not reported through itself
+        h->error(json);
+    } catch (...) {
+    }
+}
+
+inline void observation_trampoline(const char* json, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    call_java(h, "observation", [&] {
+        h->observation(json);
+        return true;
+    });
+}
+
+} // namespace detail
+#endif // SWIG
+
+/// One crawler. Owns the dhtc_crawler; close() (or the destructor) destroys it. The
+/// EventHandler is not owned: the Java side keeps it alive until close() has returned, the
+/// moment after which the library never calls it again.
+class NativeCrawler {
+public:
+    explicit NativeCrawler(const std::string& options_json) { check(dhtc_crawler_create(options_json.c_str(), &c_)); }
+    ~NativeCrawler() { dhtc_crawler_destroy(c_); }
+    NativeCrawler(const NativeCrawler&) = delete;
+    NativeCrawler& operator=(const NativeCrawler&) = delete;
+
+    /// Registers the handler for the callbacks named in `which` (callbacks flags). Before start.
+    void set_handler(EventHandler* h, int which) {
+        using namespace detail;
+        check(dhtc_crawler_set_gate_callback(handle(), (which & on_gate) ? gate_trampoline : nullptr, h));
+        // Always the acknowledging form: a Java handler that throws must be able to reject.
+        check(dhtc_crawler_set_torrent_ack_callback(handle(), (which & on_torrent) ? torrent_trampoline : nullptr, h));
+        check(dhtc_crawler_set_completion_callback(handle(), (which & on_completion) ? completion_trampoline : nullptr, h));
+        check(dhtc_crawler_set_error_callback(handle(), (which & on_error) ? error_trampoline : nullptr, h));
+        check(dhtc_crawler_set_observation_callback(handle(), (which & on_observation) ? observation_trampoline : nullptr, h));
+    }
+
+    void start() { check(dhtc_crawler_start(handle())); }
+    void run() { check(dhtc_crawler_run(handle())); }
+    void shutdown() { check(dhtc_crawler_shutdown(handle())); }
+
+    /// True once shut down; false when `timeout_ms` ran out first.
+    bool wait(long long timeout_ms) {
+        const int rc = dhtc_crawler_wait(handle(), timeout_ms);
+        if (rc == DHTC_ERR_TIMEOUT) return false;
+        check(rc);
+        return true;
+    }
+
+    std::string stats() {
+        char* s = nullptr;
+        check(dhtc_crawler_stats(handle(), &s));
+        return take(s);
+    }
+    std::string observability() {
+        char* s = nullptr;
+        check(dhtc_crawler_observability(handle(), &s));
+        return take(s);
+    }
+    std::string metrics() {
+        char* s = nullptr;
+        check(dhtc_crawler_metrics(handle(), &s));
+        return take(s);
+    }
+
+    /// Destroys the crawler: every callback has returned when this returns. From inside a
+    /// callback the library refuses (DHTC_ERR_STATE) and the crawler stays usable.
+    void close() {
+        if (!c_) return;
+        check(dhtc_crawler_destroy(c_));
+        c_ = nullptr;
+    }
+
+    bool closed() const { return c_ == nullptr; }
+
+private:
+    dhtc_crawler* handle() {
+        if (!c_) throw status_error{DHTC_ERR_STATE, dhtc_status_name(DHTC_ERR_STATE), "the crawler is closed"};
+        return c_;
+    }
+
+    dhtc_crawler* c_ = nullptr;
+};
+
+/// The options document with every key at its default.
+inline std::string default_options() {
+    char* s = nullptr;
+    check(dhtc_default_options(&s));
+    return take(s);
+}
+
+} // namespace dhtc_java
+
+#endif
