@@ -24,6 +24,7 @@ package dhtcrawler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/cgo"
 	"sync"
@@ -166,8 +167,9 @@ func optionsJSON(options any) (string, error) {
 func (c *Crawler) Torrents() <-chan *Torrent { return c.torrents }
 
 // Run starts the crawler and blocks until it is shut down: by ctx being cancelled, by
-// Shutdown (from any goroutine or a callback), or by Close. It returns nil then, or the
-// library's error when the crawler could not run. Run works once per crawler.
+// Shutdown (from any goroutine or a callback), or by Close. It returns nil then (also when
+// the crawler was shut down before Run), or the library's error when the crawler could not
+// run. Run works once per crawler; a second call returns a DHTC_ERR_STATE error.
 func (c *Crawler) Run(ctx context.Context) error {
 	c.mu.Lock()
 	switch {
@@ -194,6 +196,9 @@ func (c *Crawler) Run(ctx context.Context) error {
 	}()
 	// Close waits for runDone before it frees ptr, so ptr stays valid for this call.
 	err := cRun(ptr)
+	if errors.Is(err, ErrState) && c.stopRequested() {
+		err = nil // shut down before it ran: the stop was honoured
+	}
 	c.mu.Lock()
 	c.running = false
 	c.mu.Unlock()
@@ -207,6 +212,15 @@ func (c *Crawler) Run(ctx context.Context) error {
 func (c *Crawler) Shutdown() error {
 	c.stopOnce.Do(func() { close(c.stopping) })
 	return c.withPtr(func(p *C.dhtc_crawler) error { return cShutdown(p) })
+}
+
+func (c *Crawler) stopRequested() bool {
+	select {
+	case <-c.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // Close shuts the crawler down, waits for Run to return, frees the library's side and
