@@ -1,4 +1,4 @@
-module github.com/dhtcrawler/dhtcrawler/examples/go
+module github.com/dhtcrawler/dhtcrawler/examples/go/dhtc-go-crawl
 
 go 1.19
 
