@@ -98,7 +98,6 @@ type Crawler struct {
 	mu         sync.RWMutex
 	ptr        *C.dhtc_crawler
 	closed     bool
-	running    bool
 	runDone    chan struct{}
 	stopping   chan struct{} // closed by the first Shutdown; unblocks a torrent send
 	stopOnce   sync.Once
@@ -176,11 +175,10 @@ func (c *Crawler) Run(ctx context.Context) error {
 	case c.closed:
 		c.mu.Unlock()
 		return ErrClosed
-	case c.running || c.runDone != nil:
+	case c.runDone != nil:
 		c.mu.Unlock()
 		return stateError("Run was already called")
 	}
-	c.running = true
 	c.runDone = make(chan struct{})
 	ptr := c.ptr
 	c.mu.Unlock()
@@ -199,10 +197,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 	if errors.Is(err, ErrState) && c.stopRequested() {
 		err = nil // shut down before it ran: the stop was honoured
 	}
-	c.mu.Lock()
-	c.running = false
-	c.mu.Unlock()
-	close(c.runDone)
+	close(c.runDone) // no lock here: Close holds it while it waits for this
 	<-watcherDone
 	return err
 }
