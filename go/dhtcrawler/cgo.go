@@ -17,8 +17,13 @@ static int goc_destroy(dhtc_crawler *c, char **err) {
     *err = goc_error_copy(s);
     return s;
 }
-static int goc_run(dhtc_crawler *c, char **err) {
-    int s = dhtc_crawler_run(c);
+static int goc_start(dhtc_crawler *c, char **err) {
+    int s = dhtc_crawler_start(c);
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_wait(dhtc_crawler *c, char **err) {
+    int s = dhtc_crawler_wait(c, -1);
     *err = goc_error_copy(s);
     return s;
 }
@@ -110,9 +115,15 @@ func cDestroy(c *C.dhtc_crawler) error {
 	return statusError(C.goc_destroy(c, &msg), msg)
 }
 
-func cRun(c *C.dhtc_crawler) error {
+func cStart(c *C.dhtc_crawler) error {
 	var msg *C.char
-	return statusError(C.goc_run(c, &msg), msg)
+	return statusError(C.goc_start(c, &msg), msg)
+}
+
+// cWait blocks until the crawler has been shut down.
+func cWait(c *C.dhtc_crawler) error {
+	var msg *C.char
+	return statusError(C.goc_wait(c, &msg), msg)
 }
 
 func cShutdown(c *C.dhtc_crawler) error {

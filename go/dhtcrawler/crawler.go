@@ -24,7 +24,6 @@ package dhtcrawler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/cgo"
 	"sync"
@@ -99,6 +98,7 @@ type Crawler struct {
 	ptr        *C.dhtc_crawler
 	closed     bool
 	runDone    chan struct{}
+	lifecycle  sync.Mutex    // orders the library's start and shutdown calls
 	stopping   chan struct{} // closed by the first Shutdown; unblocks a torrent send
 	stopOnce   sync.Once
 	callbackOn atomic.Int64 // OS thread id of the callback now running, 0 when none
@@ -192,12 +192,20 @@ func (c *Crawler) Run(ctx context.Context) error {
 		case <-c.runDone:
 		}
 	}()
-	// Close waits for runDone before it frees ptr, so ptr stays valid for this call.
-	err := cRun(ptr)
-	if errors.Is(err, ErrState) && c.stopRequested() {
-		err = nil // shut down before it ran: the stop was honoured
+	// Close waits for runDone before it frees ptr, so ptr stays valid here. Start and
+	// shutdown never overlap (lifecycle): a crawler shut down before it started stays
+	// unstarted, and Run returns at once.
+	c.lifecycle.Lock()
+	var err error
+	started := !c.stopRequested()
+	if started {
+		err = cStart(ptr)
 	}
-	close(c.runDone) // no lock here: Close holds it while it waits for this
+	c.lifecycle.Unlock()
+	if started && err == nil {
+		err = cWait(ptr)
+	}
+	close(c.runDone) // no lock here: Close holds mu while it waits for this
 	<-watcherDone
 	return err
 }
@@ -206,7 +214,11 @@ func (c *Crawler) Run(ctx context.Context) error {
 // goroutine and from inside a callback; a shut-down crawler cannot run again.
 func (c *Crawler) Shutdown() error {
 	c.stopOnce.Do(func() { close(c.stopping) })
-	return c.withPtr(func(p *C.dhtc_crawler) error { return cShutdown(p) })
+	return c.withPtr(func(p *C.dhtc_crawler) error {
+		c.lifecycle.Lock()
+		defer c.lifecycle.Unlock()
+		return cShutdown(p)
+	})
 }
 
 func (c *Crawler) stopRequested() bool {
