@@ -215,8 +215,12 @@ func (c *Crawler) Run(ctx context.Context) error {
 func (c *Crawler) Shutdown() error {
 	c.stopOnce.Do(func() { close(c.stopping) })
 	return c.withPtr(func(p *C.dhtc_crawler) error {
-		c.lifecycle.Lock()
-		defer c.lifecycle.Unlock()
+		// A callback runs after start, and the library's shutdown from another
+		// goroutine may be waiting for that very callback: it must not wait for the lock.
+		if !c.inCallback() {
+			c.lifecycle.Lock()
+			defer c.lifecycle.Unlock()
+		}
 		return cShutdown(p)
 	})
 }
