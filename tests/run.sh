@@ -4,6 +4,8 @@
 #   python    pip install . (the wheel: extension + libdhtcrawler.so) into a venv of the
 #             python3 on PATH, then pytest tests/python (API, sinks, CLI, libtorrent, testnet)
 #   java      the Java binding: its native half from the release tree, then Maven (JUnit)
+#   go        the Go binding against the release build: go vet, go test (contract tests and
+#             a crawl of the loopback test network), examples/go built
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
@@ -19,7 +21,7 @@ out=${DHTC_BUILD_ROOT:-$root/build}
 fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
 jobs=${DHTC_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build python java sanitize tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(build python java go sanitize tsan fuzz)
 
 passed=0
 failed=0
@@ -98,6 +100,37 @@ run_pytest() { # label, python, pytest arguments...
   rm -f "$log"
 }
 
+# Go from the machine (/usr/local/go), else Debian's golang-go. Only the standard library
+# is used, so nothing is fetched from the module proxy.
+find_go() {
+  if command -v go >/dev/null 2>&1; then command -v go; return; fi
+  if [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go; return; fi
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends golang-go >/dev/null &&
+    command -v go
+}
+
+# Runs `go test -v` in a module and adds its test counts (tests and subtests, from the
+# "--- PASS"/"--- FAIL" lines) to the totals; a package that does not build or crashes
+# without a failing test counts as one failure.
+run_go_test() { # module dir, label, go test arguments...
+  local dir=$1 label=$2 log pass fail rc
+  shift 2
+  log=$(mktemp)
+  (cd "$dir" && "$go" test -v "$@" ./...) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|testnet:)' | tee "$log"
+  rc=${PIPESTATUS[0]}
+  pass=$(grep -cE '^ *--- PASS: ' "$log")
+  fail=$(grep -cE '^ *--- FAIL: ' "$log")
+  echo "$label: $pass passed, $fail failed (go test exit $rc)"
+  passed=$((passed + pass)); failed=$((failed + fail))
+  if [ "$fail" -gt 0 ]; then
+    failures+=("$label: $fail failed")
+  elif [ "$rc" -ne 0 ]; then
+    failed=$((failed + 1)); failures+=("$label: go test failed (build error or crash)")
+  fi
+  rm -f "$log"
+}
+
 stage_python() {
   note "Python package: pip install . into a venv, then pytest tests/python"
   local venv=$out/python-venv
@@ -158,6 +191,40 @@ stage_java() {
     failed=$((failed + 1)); failures+=("java: -Xcheck:jni warnings (see java/target/surefire-reports)")
   fi
   echo "java: $tests tests, $fails failed, $skipped skipped"
+}
+
+stage_go() {
+  note "Go binding (cgo, pkg-config) against the release build"
+  local build=$out/release go
+  if [ ! -f "$build/capi/libdhtcrawler.so" ] &&
+     ! { cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+         cmake --build "$build" -j "$jobs" --target dhtcrawler; }; then
+    failed=$((failed + 1)); failures+=("go: library build failed"); return
+  fi
+  if ! go=$(find_go); then
+    failed=$((failed + 1)); failures+=("go: no Go toolchain"); return
+  fi
+  "$go" version
+  # The crawl test needs the loopback test network; build it when the tree has it.
+  local testnet=${DHTCRAWLER_TESTNET:-$build/tests/testnet/dhtcrawler-testnet}
+  if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'dhtcrawler-testnet'; then
+    cmake --build "$build" -j "$jobs" --target dhtcrawler-testnet
+  fi
+  export PKG_CONFIG_PATH=$build/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  # No module is fetched (standard library only) and no toolchain is downloaded.
+  export DHTCRAWLER_TESTNET=$testnet GOPROXY=off GOTOOLCHAIN=local
+  [ -n "${HOME:-}" ] || export GOCACHE=$out/go-cache GOPATH=$out/go-path
+  if (cd "$root/go" && "$go" vet ./...) && (cd "$root/examples/go" && "$go" vet ./...); then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failures+=("go vet")
+  fi
+  run_go_test "$root/go" go -count=1 -timeout 300s
+  if (cd "$root/examples/go" && "$go" build -o "$build/dhtc-go-crawl" .); then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); failures+=("examples/go build failed")
+  fi
 }
 
 stage_sanitize() {
@@ -222,11 +289,12 @@ for stage in "${stages[@]}"; do
     build) stage_build ;;
     python) stage_python ;;
     java) stage_java ;;
+    go) stage_go ;;
     sanitize) stage_sanitize ;;
     tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
     pg) stage_pg ;;
-    *) echo "unknown stage: $stage (build, python, java, sanitize, tsan, fuzz, pg)"; exit 2 ;;
+    *) echo "unknown stage: $stage (build, python, java, go, sanitize, tsan, fuzz, pg)"; exit 2 ;;
   esac
 done
 

@@ -1,0 +1,159 @@
+package dhtcrawler
+
+// The Go ends of the C trampolines (trampolines.c). They run on the library's delivery
+// thread. Each recovers every panic — from user code, from decoding, from a stale handle —
+// so nothing unwinds into C; a recovered panic counts as a rejection where a decision is
+// due and is reported to the error function.
+
+/*
+#include <stdint.h>
+#include <stddef.h>
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime/cgo"
+	"syscall"
+	"unsafe"
+)
+
+// crawlerOf resolves the handle and marks this thread as inside a callback; the returned
+// function clears the mark. A handle that is no longer valid yields nil.
+func crawlerOf(h C.uintptr_t) (c *Crawler, leave func()) {
+	defer func() {
+		if recover() != nil { // cgo.Handle.Value panics on a deleted handle
+			c, leave = nil, func() {}
+		}
+	}()
+	c, _ = cgo.Handle(h).Value().(*Crawler)
+	if c == nil {
+		return nil, func() {}
+	}
+	c.callbackOn.Store(int64(syscall.Gettid()))
+	return c, func() { c.callbackOn.Store(0) }
+}
+
+// report counts a recovered panic and passes it to the error function.
+func (c *Crawler) report(where string, p any) {
+	c.panics.Add(1)
+	if c.onError == nil {
+		return
+	}
+	defer func() { _ = recover() }() // the error function itself panicking is dropped
+	c.onError(fmt.Sprintf("%s callback panicked: %v", where, p))
+}
+
+//export goDhtcGate
+func goDhtcGate(h C.uintptr_t, infoHash *C.char) (accept C.int) {
+	defer func() {
+		if p := recover(); p != nil {
+			accept = 0
+		}
+	}()
+	c, leave := crawlerOf(h)
+	defer leave()
+	if c == nil || c.gate == nil {
+		return 1
+	}
+	hash := C.GoString(infoHash)
+	defer func() {
+		if p := recover(); p != nil {
+			c.report("gate", p)
+			accept = 0
+		}
+	}()
+	return cbool(c.gate(hash))
+}
+
+//export goDhtcTorrent
+func goDhtcTorrent(h C.uintptr_t, doc *C.char, info *C.char, infoLen C.size_t) (accept C.int) {
+	defer func() {
+		if p := recover(); p != nil {
+			accept = 0
+		}
+	}()
+	c, leave := crawlerOf(h)
+	defer leave()
+	if c == nil {
+		return 0
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			c.report("torrent", p)
+			accept = 0
+		}
+	}()
+	t, err := decodeTorrent(C.GoString(doc), C.GoBytes(unsafe.Pointer(info), C.int(infoLen)))
+	if err != nil {
+		panic(fmt.Sprintf("undecodable torrent JSON: %v", err))
+	}
+	if c.accept != nil && !c.accept(t) {
+		return 0
+	}
+	return cbool(c.deliver(t))
+}
+
+// deliver puts t in the channel, waiting for the reader while the crawler runs (that wait
+// is the back-pressure); after Shutdown it gives up when the channel is full.
+func (c *Crawler) deliver(t *Torrent) bool {
+	select {
+	case c.torrents <- t:
+		return true
+	default:
+	}
+	select {
+	case c.torrents <- t:
+		return true
+	case <-c.stopping:
+		return false
+	}
+}
+
+const (
+	eventCompletion  = 1 // GOC_EVENT_COMPLETION in trampolines.h
+	eventError       = 2
+	eventObservation = 3
+)
+
+//export goDhtcEvent
+func goDhtcEvent(h C.uintptr_t, kind C.int, doc *C.char) {
+	defer func() { _ = recover() }()
+	c, leave := crawlerOf(h)
+	defer leave()
+	if c == nil {
+		return
+	}
+	raw := C.GoString(doc)
+	where := map[C.int]string{eventCompletion: "completion", eventError: "error", eventObservation: "observation"}[kind]
+	defer func() {
+		if p := recover(); p != nil {
+			c.report(where, p)
+		}
+	}()
+	switch kind {
+	case eventCompletion:
+		var e Completion
+		mustDecode(raw, &e)
+		e.JSON = json.RawMessage(raw)
+		c.onCompletion(e)
+	case eventObservation:
+		var e Observation
+		mustDecode(raw, &e)
+		e.JSON = json.RawMessage(raw)
+		c.onObservation(e)
+	case eventError:
+		var e struct {
+			Message string `json:"message"`
+		}
+		mustDecode(raw, &e)
+		c.onError(e.Message)
+	}
+}
+
+func mustDecode(doc string, v any) {
+	if err := json.Unmarshal([]byte(doc), v); err != nil {
+		panic(fmt.Sprintf("undecodable event JSON: %v", err))
+	}
+}

@@ -1,0 +1,169 @@
+package dhtcrawler
+
+// The only place that calls the C API. Every wrapper returns the status and, on failure, a
+// copy of dhtc_last_error() taken in the same cgo call (the message is thread-local).
+
+/*
+#cgo pkg-config: dhtcrawler
+#include "trampolines.h"
+
+static int goc_create(const char *options, dhtc_crawler **out, char **err) {
+    int s = dhtc_crawler_create(options, out);
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_destroy(dhtc_crawler *c, char **err) {
+    int s = dhtc_crawler_destroy(c);
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_start(dhtc_crawler *c, char **err) {
+    int s = dhtc_crawler_start(c);
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_wait(dhtc_crawler *c, char **err) {
+    int s = dhtc_crawler_wait(c, -1);
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_shutdown(dhtc_crawler *c, char **err) {
+    int s = dhtc_crawler_shutdown(c);
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_default_options(char **out, char **err) {
+    int s = dhtc_default_options(out);
+    *err = goc_error_copy(s);
+    return s;
+}
+enum { GOC_STATS = 1, GOC_OBSERVABILITY = 2, GOC_METRICS = 3 };
+static int goc_snapshot(dhtc_crawler *c, int which, char **out, char **err) {
+    int s = DHTC_ERR_INVALID_ARGUMENT;
+    switch (which) {
+    case GOC_STATS: s = dhtc_crawler_stats(c, out); break;
+    case GOC_OBSERVABILITY: s = dhtc_crawler_observability(c, out); break;
+    case GOC_METRICS: s = dhtc_crawler_metrics(c, out); break;
+    }
+    *err = goc_error_copy(s);
+    return s;
+}
+static int goc_abi_header(void) { return DHTC_ABI_VERSION; }
+*/
+import "C"
+
+import (
+	"runtime/cgo"
+	"unsafe"
+)
+
+// statusError builds the Go error for a failed call from its status and the copied message,
+// and frees the copy.
+func statusError(status C.int, msg *C.char) error {
+	if status == C.DHTC_OK {
+		return nil
+	}
+	message := ""
+	if msg != nil {
+		message = C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+	}
+	return &Error{Status: int(status), Name: C.GoString(C.dhtc_status_name(status)), Message: message}
+}
+
+// takeString copies a library-owned string and frees it with the library's own free.
+func takeString(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	defer C.dhtc_string_free(s)
+	return C.GoString(s)
+}
+
+func libVersion() string      { return C.GoString(C.dhtc_version()) }
+func libABI() int             { return int(C.dhtc_abi_version()) }
+func headerABI() int          { return int(C.goc_abi_header()) }
+func statusName(s int) string { return C.GoString(C.dhtc_status_name(C.int(s))) }
+
+func cDefaultOptions() (string, error) {
+	var out, msg *C.char
+	if err := statusError(C.goc_default_options(&out, &msg), msg); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cCreate(options string) (*C.dhtc_crawler, error) {
+	copt := C.CString(options)
+	defer C.free(unsafe.Pointer(copt))
+	var c *C.dhtc_crawler
+	var msg *C.char
+	if err := statusError(C.goc_create(copt, &c, &msg), msg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func cRegister(c *C.dhtc_crawler, h cgo.Handle, gate, completion, errs, observation bool) error {
+	var msg *C.char
+	return statusError(C.goc_register(c, C.uintptr_t(h), cbool(gate), cbool(completion), cbool(errs),
+		cbool(observation), &msg), msg)
+}
+
+func cDestroy(c *C.dhtc_crawler) error {
+	var msg *C.char
+	return statusError(C.goc_destroy(c, &msg), msg)
+}
+
+func cStart(c *C.dhtc_crawler) error {
+	var msg *C.char
+	return statusError(C.goc_start(c, &msg), msg)
+}
+
+// cWait blocks until the crawler has been shut down.
+func cWait(c *C.dhtc_crawler) error {
+	var msg *C.char
+	return statusError(C.goc_wait(c, &msg), msg)
+}
+
+func cShutdown(c *C.dhtc_crawler) error {
+	var msg *C.char
+	return statusError(C.goc_shutdown(c, &msg), msg)
+}
+
+type snapshotKind C.int
+
+const (
+	snapshotStats         snapshotKind = C.GOC_STATS
+	snapshotObservability snapshotKind = C.GOC_OBSERVABILITY
+	snapshotMetrics       snapshotKind = C.GOC_METRICS
+)
+
+func cSnapshot(c *C.dhtc_crawler, which snapshotKind) (string, error) {
+	var out, msg *C.char
+	if err := statusError(C.goc_snapshot(c, C.int(which), &out, &msg), msg); err != nil {
+		return "", err
+	}
+	return takeString(out), nil
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The status codes of dhtcrawler.h, taken from the header itself.
+const (
+	statusOK              = int(C.DHTC_OK)
+	statusInvalidArgument = int(C.DHTC_ERR_INVALID_ARGUMENT)
+	statusInvalidJSON     = int(C.DHTC_ERR_INVALID_JSON)
+	statusInvalidOption   = int(C.DHTC_ERR_INVALID_OPTION)
+	statusBind            = int(C.DHTC_ERR_BIND)
+	statusState           = int(C.DHTC_ERR_STATE)
+	statusTimeout         = int(C.DHTC_ERR_TIMEOUT)
+	statusNoMemory        = int(C.DHTC_ERR_NO_MEMORY)
+	statusInternal        = int(C.DHTC_ERR_INTERNAL)
+	statusNotFound        = int(C.DHTC_ERR_NOT_FOUND)
+)

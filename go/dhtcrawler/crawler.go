@@ -1,0 +1,319 @@
+// Package dhtcrawler crawls the BitTorrent DHT and fetches torrent metadata, through the
+// C ABI of libdhtcrawler (dhtcrawler.h), linked with cgo via pkg-config.
+//
+// A crawler is made by New, runs in Run until its context is cancelled or Shutdown is
+// called, delivers verified torrents on the Torrents channel, and is released by Close:
+//
+//	c, err := dhtcrawler.New(map[string]any{"port": 6881})
+//	if err != nil { ... }
+//	defer c.Close()
+//	go func() {
+//		for t := range c.Torrents() {
+//			fmt.Println(t.InfoHash, t.Name)
+//		}
+//	}()
+//	err = c.Run(ctx)
+//
+// Threads: the library calls back on its own delivery thread, one call at a time, in
+// order. Gate, accept and event functions run there and should return quickly; they may
+// call Shutdown, Stats, Observability and Metrics, but Close returns a DHTC_ERR_STATE
+// error there. A panic in any of them is recovered, reported to the error function, and
+// counts as a rejection where the function decides; it never unwinds into C.
+package dhtcrawler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/cgo"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+/*
+#include "dhtcrawler.h"
+*/
+import "C"
+
+// Version is the library's version, "MAJOR.MINOR.PATCH".
+func Version() string { return libVersion() }
+
+// DefaultOptions is the options document with every key at its default (docs/options.md).
+func DefaultOptions() (string, error) { return cDefaultOptions() }
+
+// Setting configures a crawler at New; callbacks cannot change once it exists.
+type Setting func(*settings)
+
+type settings struct {
+	gate          func(infoHash string) bool
+	accept        func(t *Torrent) bool
+	onCompletion  func(Completion)
+	onError       func(message string)
+	onObservation func(Observation)
+	buffer        int
+}
+
+// WithGate sets the fetch gate: called before a hash first goes to peers (40 lower-case
+// hex); false skips the hash (no torrent, no completion). Without it every hash is fetched.
+func WithGate(fn func(infoHash string) bool) Setting { return func(s *settings) { s.gate = fn } }
+
+// WithAccept sets the acknowledgement: called for every verified torrent before it enters
+// the Torrents channel; false rejects it (its completion says "delivery_rejected") and it
+// is not sent. Without it every torrent is accepted.
+func WithAccept(fn func(t *Torrent) bool) Setting { return func(s *settings) { s.accept = fn } }
+
+// WithCompletion receives one completion per gated round.
+func WithCompletion(fn func(Completion)) Setting { return func(s *settings) { s.onCompletion = fn } }
+
+// WithErrors receives the library's runtime errors and the panics recovered from this
+// crawler's callbacks.
+func WithErrors(fn func(message string)) Setting { return func(s *settings) { s.onError = fn } }
+
+// WithObservations receives hashes seen without a peer; the library drops (and counts)
+// them when this function falls behind.
+func WithObservations(fn func(Observation)) Setting {
+	return func(s *settings) { s.onObservation = fn }
+}
+
+// WithTorrentBuffer sets the capacity of the Torrents channel (default 64, at least 0).
+func WithTorrentBuffer(n int) Setting {
+	return func(s *settings) {
+		if n >= 0 {
+			s.buffer = n
+		}
+	}
+}
+
+// Crawler is one crawler. Its methods are safe for concurrent use.
+type Crawler struct {
+	settings
+	handle   cgo.Handle
+	torrents chan *Torrent
+
+	// mu guards ptr against Close: other goroutines read under RLock, Close frees under
+	// Lock. A callback never takes it: the library keeps ptr valid for a callback's whole
+	// run (destroy waits for it), and taking it there would deadlock against Close.
+	mu         sync.RWMutex
+	ptr        *C.dhtc_crawler
+	closed     bool
+	runDone    chan struct{}
+	lifecycle  sync.Mutex    // orders the library's start and shutdown calls
+	stopping   chan struct{} // closed by the first Shutdown; unblocks a torrent send
+	stopOnce   sync.Once
+	callbackOn atomic.Int64 // OS thread id of the callback now running, 0 when none
+	panics     atomic.Uint64
+}
+
+// New validates the options and binds the sockets; nothing runs until Run.
+//
+// options is the JSON options document (docs/options.md): nil for all defaults, a string,
+// []byte or json.RawMessage holding JSON, or any value encoding/json turns into an object
+// (a map[string]any, a struct with json tags). Unknown keys and wrong types fail with an
+// *Error whose status is DHTC_ERR_INVALID_OPTION and whose message names the key's path.
+func New(options any, opts ...Setting) (*Crawler, error) {
+	if libABI() != headerABI() {
+		return nil, fmt.Errorf("dhtcrawler: library ABI %d, this package was built for %d", libABI(), headerABI())
+	}
+	doc, err := optionsJSON(options)
+	if err != nil {
+		return nil, err
+	}
+	c := &Crawler{settings: settings{buffer: 64}, stopping: make(chan struct{})}
+	for _, o := range opts {
+		o(&c.settings)
+	}
+	c.torrents = make(chan *Torrent, c.buffer)
+	if c.ptr, err = cCreate(doc); err != nil {
+		return nil, err
+	}
+	c.handle = cgo.NewHandle(c)
+	if err := cRegister(c.ptr, c.handle, c.gate != nil, c.onCompletion != nil, c.onError != nil,
+		c.onObservation != nil); err != nil {
+		_ = cDestroy(c.ptr)
+		c.handle.Delete()
+		return nil, err
+	}
+	return c, nil
+}
+
+func optionsJSON(options any) (string, error) {
+	switch o := options.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return o, nil
+	case []byte:
+		return string(o), nil
+	case json.RawMessage:
+		return string(o), nil
+	}
+	b, err := json.Marshal(options)
+	if err != nil {
+		return "", fmt.Errorf("dhtcrawler: options: %w", err)
+	}
+	return string(b), nil
+}
+
+// Torrents delivers every accepted torrent. It is closed by Close, after the last callback.
+//
+// Buffering: the channel holds WithTorrentBuffer torrents (default 64). When it is full the
+// library's delivery thread waits for the reader, so a slow reader slows delivery and the
+// library's bounded queues apply their back-pressure (fetches wait; observations are
+// dropped and counted). Nothing is dropped silently: a torrent is acknowledged to the
+// library only once it is in the channel. After Shutdown a torrent that finds the channel
+// full is rejected instead (its completion says "delivery_rejected").
+func (c *Crawler) Torrents() <-chan *Torrent { return c.torrents }
+
+// Run starts the crawler and blocks until it is shut down: by ctx being cancelled, by
+// Shutdown (from any goroutine or a callback), or by Close. It returns nil then (also when
+// the crawler was shut down before Run), or the library's error when the crawler could not
+// run. Run works once per crawler; a second call returns a DHTC_ERR_STATE error.
+func (c *Crawler) Run(ctx context.Context) error {
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrClosed
+	case c.runDone != nil:
+		c.mu.Unlock()
+		return stateError("Run was already called")
+	}
+	c.runDone = make(chan struct{})
+	ptr := c.ptr
+	c.mu.Unlock()
+
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		select {
+		case <-ctx.Done():
+			_ = c.Shutdown()
+		case <-c.runDone:
+		}
+	}()
+	// Close waits for runDone before it frees ptr, so ptr stays valid here. Start and
+	// shutdown never overlap (lifecycle): a crawler shut down before it started stays
+	// unstarted, and Run returns at once.
+	c.lifecycle.Lock()
+	var err error
+	started := !c.stopRequested()
+	if started {
+		err = cStart(ptr)
+	}
+	c.lifecycle.Unlock()
+	if started && err == nil {
+		err = cWait(ptr)
+	}
+	close(c.runDone) // no lock here: Close holds mu while it waits for this
+	<-watcherDone
+	return err
+}
+
+// Shutdown stops crawling and fetching and makes Run return. Idempotent, callable from any
+// goroutine and from inside a callback; a shut-down crawler cannot run again.
+func (c *Crawler) Shutdown() error {
+	c.stopOnce.Do(func() { close(c.stopping) })
+	return c.withPtr(func(p *C.dhtc_crawler) error {
+		// A callback runs after start, and the library's shutdown from another
+		// goroutine may be waiting for that very callback: it must not wait for the lock.
+		if !c.inCallback() {
+			c.lifecycle.Lock()
+			defer c.lifecycle.Unlock()
+		}
+		return cShutdown(p)
+	})
+}
+
+func (c *Crawler) stopRequested() bool {
+	select {
+	case <-c.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close shuts the crawler down, waits for Run to return, frees the library's side and
+// closes the Torrents channel. After it returns no callback runs. Idempotent; concurrent
+// calls wait for the first. Inside a callback it shuts down and returns a DHTC_ERR_STATE
+// error: close from the host's goroutine after the callback returned.
+func (c *Crawler) Close() error {
+	_ = c.Shutdown()
+	if c.inCallback() {
+		return stateError("Close inside a callback; call Shutdown there and Close afterwards")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if c.runDone != nil {
+		<-c.runDone // Run needs no lock to return
+	}
+	err := cDestroy(c.ptr)
+	if err != nil {
+		return err // the crawler stays usable; nothing was freed
+	}
+	c.closed = true // ptr stays as it was; nothing reads it once closed
+	c.handle.Delete()
+	close(c.torrents)
+	return nil
+}
+
+// Stats is the runtime snapshot (docs/metrics.md).
+func (c *Crawler) Stats() (Stats, error) {
+	var s Stats
+	doc, err := c.snapshot(snapshotStats)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal([]byte(doc), &s); err != nil {
+		return s, fmt.Errorf("dhtcrawler: stats: %w", err)
+	}
+	s.Raw = json.RawMessage(doc)
+	return s, nil
+}
+
+// Observability is every counter, every drop and the histograms, as JSON (docs/metrics.md).
+func (c *Crawler) Observability() (json.RawMessage, error) {
+	doc, err := c.snapshot(snapshotObservability)
+	return json.RawMessage(doc), err
+}
+
+// Metrics is the same as Prometheus text exposition (version 0.0.4).
+func (c *Crawler) Metrics() (string, error) { return c.snapshot(snapshotMetrics) }
+
+// CallbackPanics counts the panics recovered from this crawler's callbacks.
+func (c *Crawler) CallbackPanics() uint64 { return c.panics.Load() }
+
+func (c *Crawler) snapshot(which snapshotKind) (string, error) {
+	var doc string
+	err := c.withPtr(func(p *C.dhtc_crawler) error {
+		var err error
+		doc, err = cSnapshot(p, which)
+		return err
+	})
+	return doc, err
+}
+
+// withPtr runs fn with the live crawler pointer, or returns ErrClosed.
+func (c *Crawler) withPtr(fn func(*C.dhtc_crawler) error) error {
+	if c.inCallback() {
+		return fn(c.ptr) // valid for the whole callback; see mu
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return fn(c.ptr)
+}
+
+// inCallback tells whether the caller is one of this crawler's callbacks. The callback's
+// goroutine is locked to the library's delivery thread for the call, and no other
+// goroutine ever runs on that thread, so the thread id identifies it.
+func (c *Crawler) inCallback() bool {
+	id := c.callbackOn.Load()
+	return id != 0 && id == int64(syscall.Gettid())
+}

@@ -1,0 +1,3 @@
+module github.com/dhtcrawler/dhtcrawler/go
+
+go 1.19
