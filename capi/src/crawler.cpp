@@ -133,6 +133,7 @@ struct dhtc_crawler {
     std::mutex m;
     std::condition_variable changed;
     bool started = false;
+    bool starting = false; // engine->start() is running: a shutdown waits for it to finish
     bool shut_down = false;
 
     // Polling.
@@ -324,18 +325,41 @@ int dhtc_crawler_destroy(dhtc_crawler* c) {
     });
 }
 
+namespace {
+
+// Starts the engine once (the first of start and run does it), unless a shutdown came
+// first. False when it did not start it.
+bool start_engine(dhtc_crawler* c) {
+    {
+        std::lock_guard lock(c->m);
+        if (c->started || c->shut_down) return false;
+        c->started = true;
+        c->starting = true;
+    }
+    struct starting_done {
+        dhtc_crawler* c;
+        ~starting_done() {
+            {
+                std::lock_guard lock(c->m);
+                c->starting = false;
+            }
+            c->changed.notify_all();
+        }
+    } done{c};
+    c->engine->delivery().want_observations(c->polling || c->observation);
+    c->engine->start();
+    return true;
+}
+
+} // namespace
+
 int dhtc_crawler_start(dhtc_crawler* c) {
     return guard([&] {
         require(c, "crawler is NULL");
-        {
-            std::lock_guard lock(c->m);
-            if (c->shut_down) fail(DHTC_ERR_STATE, "the crawler was shut down; create a new one");
-            if (c->started) fail(DHTC_ERR_STATE, "the crawler is already started");
-            c->started = true;
-        }
-        c->engine->delivery().want_observations(c->polling || c->observation);
-        c->engine->start();
-        return DHTC_OK;
+        if (start_engine(c)) return DHTC_OK;
+        std::lock_guard lock(c->m);
+        if (c->shut_down) fail(DHTC_ERR_STATE, "the crawler was shut down; create a new one");
+        fail(DHTC_ERR_STATE, "the crawler is already started");
     });
 }
 
@@ -346,16 +370,7 @@ int dhtc_crawler_run(dhtc_crawler* c) {
             std::lock_guard lock(c->m);
             if (c->shut_down) fail(DHTC_ERR_STATE, "the crawler was shut down; create a new one");
         }
-        bool start = false;
-        {
-            std::lock_guard lock(c->m);
-            start = !c->started;
-            c->started = true;
-        }
-        if (start) {
-            c->engine->delivery().want_observations(c->polling || c->observation);
-            c->engine->start();
-        }
+        start_engine(c);
         std::unique_lock lock(c->m);
         c->changed.wait(lock, [&] { return c->shut_down; });
         return DHTC_OK;
@@ -380,8 +395,11 @@ int dhtc_crawler_shutdown(dhtc_crawler* c) {
     return guard([&] {
         require(c, "crawler is NULL");
         {
-            std::lock_guard lock(c->m);
+            std::unique_lock lock(c->m);
             c->shut_down = true;
+            // A stop racing a start on another thread could stop parts not yet started,
+            // which would then run on; the start is short (the sockets are bound already).
+            c->changed.wait(lock, [&] { return !c->starting; });
         }
         c->changed.notify_all();
         // Called every time, not only the first: stop() is idempotent and a second caller

@@ -226,6 +226,27 @@ TEST_CASE("create, start, shutdown, destroy 200 times with fetches in flight; no
     CHECK(completions.load() > 0);
 }
 
+TEST_CASE("run() on one thread and shutdown() racing its start on another: every run returns, no thread left") {
+    // Bindings run the crawler on a thread of their own and cancel from another (Go's
+    // context, Python's Ctrl-C), so the shutdown may land while run() is starting the engine.
+    const std::size_t threads_before = thread_count();
+    for (int i = 0; i < 100; ++i) {
+        dhtc_crawler* c = nullptr;
+        REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+        std::atomic<int> run_status{1};
+        std::thread runner([&] { run_status = dhtc_crawler_run(c); });
+        if (i % 4 == 1) std::this_thread::yield();
+        if (i % 4 == 2) std::this_thread::sleep_for(std::chrono::microseconds(200 * (i % 10)));
+        CHECK(dhtc_crawler_shutdown(c) == DHTC_OK);
+        runner.join();
+        // run() either started and was ended, or found the crawler already shut down.
+        CHECK((run_status == DHTC_OK || run_status == DHTC_ERR_STATE));
+        CHECK(dhtc_crawler_shutdown(c) == DHTC_OK);
+        CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    }
+    CHECK(thread_count() <= threads_before);
+}
+
 TEST_CASE("shutdown from inside a callback ends run(); destroy there is refused") {
     dhtc::test::fake_peer peer(fixture("v1_single"));
     struct ctx {

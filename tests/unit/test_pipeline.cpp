@@ -276,9 +276,10 @@ TEST_CASE("a dict from several peers that fails verification is refetched from o
         // The corrupt piece went to the good peer: the dict verified at once.
         CHECK(r.a.torrents[0].raw == dict);
     } else {
-        // The dict failed with pieces from both peers and was refetched from one peer alone,
-        // so the blame is exact: a hash_mismatch names a single source.
-        CHECK(r.pipe.counters().refetches.load() == 1);
+        // The blame is exact: a dict with pieces from both peers was refetched from one peer
+        // alone (one refetch); one the corrupt peer served entirely (the good one connected
+        // too late to take a piece, as happens on a loaded machine) needed none.
+        CHECK(r.pipe.counters().refetches.load() <= 1);
         CHECK(c.failure == metadata::failure_class::hash_mismatch);
         REQUIRE(c.peer);
         CHECK(*c.peer == bad.local_endpoint());
