@@ -15,7 +15,7 @@ and JSON lines) and the ``dhtcrawler`` command.
 
 from . import _native
 from ._crawler import Crawler, default_options
-from ._errors import BindError, DhtcError, OptionsError, StateError
+from ._errors import BindError, DhtcError, OptionsError, StateError, StoreError
 from ._types import Completion, Observation, Torrent, TorrentFile
 
 __version__: str = _native.version()
@@ -26,5 +26,5 @@ if ABI_VERSION != _native.ABI_VERSION:  # a library from another build next to t
 
 __all__ = [
     "Crawler", "default_options", "Torrent", "TorrentFile", "Completion", "Observation",
-    "DhtcError", "OptionsError", "BindError", "StateError", "__version__", "ABI_VERSION",
+    "DhtcError", "OptionsError", "BindError", "StateError", "StoreError", "__version__", "ABI_VERSION",
 ]

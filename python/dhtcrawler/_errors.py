@@ -40,6 +40,11 @@ class StateError(DhtcError, RuntimeError):
     """The call is not allowed now (started twice, closed, destroy from a callback)."""
 
 
+class StoreError(DhtcError):
+    """The retry store could not be opened: an unusable SQLite file, or a PostgreSQL server
+    that cannot be reached or refuses the connection."""
+
+
 def _key_path_of(message: str) -> Optional[str]:
     # The library's option messages are "<key path>: <problem>"; "(document)" is the
     # whole document.
@@ -54,6 +59,7 @@ _BY_STATUS = {
     _native.ERR_INVALID_OPTION: OptionsError,
     _native.ERR_BIND: BindError,
     _native.ERR_STATE: StateError,
+    _native.ERR_STORE: StoreError,
 }
 
 

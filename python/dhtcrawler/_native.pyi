@@ -11,6 +11,7 @@ ERR_TIMEOUT: int
 ERR_NO_MEMORY: int
 ERR_INTERNAL: int
 ERR_NOT_FOUND: int
+ERR_STORE: int
 
 class NativeError(RuntimeError): ...
 

@@ -1,4 +1,5 @@
-"""The `dhtcrawler` command: crawl into SQLite (and JSON lines), run the test network, demo.
+"""The `dhtcrawler` command: crawl into SQLite (or, in a fleet, PostgreSQL) and JSON lines,
+run the test network, demo.
 
 Exit status: 0 after a clean stop (--duration, SIGINT, SIGTERM), 2 for bad options or
 arguments (one line on stderr), 1 for other failures.
@@ -20,7 +21,7 @@ from . import __version__
 from ._crawler import Crawler, default_options
 from ._errors import DhtcError, OptionsError
 from ._types import Torrent
-from .sinks import JsonlSink, SqliteSink
+from .sinks import JsonlSink, PostgresSink, SqliteSink
 from .status import StatusLine
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -29,6 +30,10 @@ DEFAULT_DB = "dhtcrawler.sqlite"
 
 class UsageError(Exception):
     """A bad flag value or options file: one line on stderr, exit status 2."""
+
+
+class StartError(Exception):
+    """Something the crawl needs could not be opened (a database): one line, exit status 1."""
 
 
 # ---- options ------------------------------------------------------------------------------
@@ -95,7 +100,7 @@ def crawl_options(args: argparse.Namespace) -> Dict[str, Any]:
 class _Store:
     """The CLI's torrent callback: a torrent is accepted only once every sink holds it."""
 
-    def __init__(self, db: Optional[SqliteSink], jsonl: Optional[JsonlSink],
+    def __init__(self, db: Optional[Any], jsonl: Optional[JsonlSink],
                  show: Optional[Callable[[Torrent], None]] = None) -> None:
         self.db, self.jsonl, self.show = db, jsonl, show
         self.accepted = 0
@@ -177,18 +182,23 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
     return server
 
 
-def _open_sinks(db_path: Optional[str], out: Optional[str]) -> tuple:
-    db = jsonl = None
+def _open_sinks(args: argparse.Namespace) -> tuple:
+    """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream.
+    A database that cannot be opened is a start-up failure (exit 1); a bad --out path a
+    usage error (exit 2)."""
+    from ._libpq import PgError
+
     try:
-        if db_path:
-            db = SqliteSink(db_path)
-        if out:
-            jsonl = JsonlSink(out)
-    except (OSError, Exception) as e:  # sqlite3.Error, SchemaError, OSError
-        if db is not None:
-            db.close()
-        what = f"--out {out}" if db is not None or not db_path else f"--db {db_path}"
-        raise UsageError(f"{what}: {e}") from None
+        db = PostgresSink(args.store) if args.store else SqliteSink(args.db or DEFAULT_DB)
+    except PgError as e:
+        raise StartError(f"--store: {e}") from None
+    except Exception as e:  # sqlite3.Error, SchemaError, OSError
+        raise StartError(f"--db {args.db or DEFAULT_DB}: {e}") from None
+    try:
+        jsonl = JsonlSink(args.out) if args.out else None
+    except OSError as e:
+        db.close()
+        raise UsageError(f"--out {args.out}: {e}") from None
     return db, jsonl
 
 
@@ -198,7 +208,7 @@ def run_crawl(args: argparse.Namespace) -> int:
     db = jsonl = None
     metrics = status = None
     try:
-        db, jsonl = _open_sinks(args.db or DEFAULT_DB, args.out)
+        db, jsonl = _open_sinks(args)
         store = _Store(db, jsonl)
         crawler.on_torrent(store, ack=True)
         metrics = _serve_metrics(args.metrics, crawler)
@@ -350,7 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--allow-private", action="store_true",
                        help="admit private and loopback nodes (labs, tests)")
     crawl.add_argument("--out", metavar="FILE.jsonl|-", help="also write JSON lines (- is stdout)")
-    crawl.add_argument("--db", metavar="FILE.sqlite", help=f"SQLite database (default ./{DEFAULT_DB})")
+    crawl.add_argument("--db", metavar="FILE.sqlite",
+                       help=f"SQLite database for torrents and retry state (default ./{DEFAULT_DB})")
+    crawl.add_argument("--store", metavar="postgresql://...",
+                       help="join a fleet: torrents and retry state in this PostgreSQL database")
     crawl.add_argument("--duration", type=_positive_seconds, metavar="SECONDS", help="stop after this long")
     crawl.add_argument("--options", metavar="FILE.json", help="options document (flags override it)")
     crawl.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
@@ -386,6 +399,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     except DhtcError as e:
         print(f"dhtcrawler {args.command}: error: {e.message or e.status_name}", file=sys.stderr)
+        return EXIT_FAILURE
+    except StartError as e:
+        print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_FAILURE
     except RuntimeError as e:  # e.g. the test network did not start
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)

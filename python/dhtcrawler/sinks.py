@@ -1,4 +1,5 @@
-"""Where accepted torrents go: an embedded SQLite database and a JSON-lines stream.
+"""Where accepted torrents go: an embedded SQLite database (or, for a fleet, PostgreSQL) and
+a JSON-lines stream.
 
 Both are written from the crawler's delivery thread, inside the torrent callback, before
 the torrent is acknowledged: a torrent counts as accepted only once it is stored.
@@ -176,6 +177,159 @@ class SqliteSink:
     def count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM torrents").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+# ---- PostgreSQL (fleet mode) -------------------------------------------------------------
+
+# The same tables and semantics as in SQLite, in PostgreSQL's types. Several crawlers write
+# to one database: migrations run under the advisory lock that every component's schema
+# changes take (the retry store's too), and a torrent is written under a lock on its
+# identity, so two crawlers storing the same torrent at once still make one row.
+PG_SCHEMA_LOCK = 7305042
+PG_MIGRATIONS: Sequence[Tuple[str, Sequence[str]]] = (
+    ("torrents, their files and every hash that names them", (
+        """CREATE TABLE torrents (
+            info_hash     TEXT PRIMARY KEY,
+            info_hash_v1  TEXT,
+            info_hash_v2  TEXT,
+            version       TEXT NOT NULL,
+            name          TEXT NOT NULL,
+            total_size    BIGINT NOT NULL,
+            num_files     BIGINT NOT NULL,
+            piece_length  BIGINT NOT NULL,
+            private       BOOLEAN NOT NULL,
+            metadata_size BIGINT NOT NULL,
+            first_seen    TIMESTAMPTZ NOT NULL,
+            last_seen     TIMESTAMPTZ NOT NULL,
+            peer          TEXT,
+            times_seen    BIGINT NOT NULL DEFAULT 1
+        )""",
+        """CREATE TABLE files (
+            info_hash TEXT NOT NULL REFERENCES torrents(info_hash) ON DELETE CASCADE,
+            idx       BIGINT NOT NULL,
+            path      TEXT NOT NULL,
+            size      BIGINT NOT NULL,
+            PRIMARY KEY (info_hash, idx)
+        )""",
+        """CREATE TABLE hashes (
+            hash      TEXT PRIMARY KEY,
+            kind      TEXT NOT NULL CHECK (kind IN ('v1', 'v2')),
+            info_hash TEXT NOT NULL REFERENCES torrents(info_hash) ON DELETE CASCADE
+        )""",
+        "CREATE INDEX hashes_by_torrent ON hashes(info_hash)",
+        "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
+    )),
+)
+
+
+class PostgresSink:
+    """Stores torrents in PostgreSQL, the fleet's shared database: one transaction per
+    torrent, idempotent like SqliteSink. A connection lost mid-run is re-established once
+    per torrent before the torrent is given up (and so not acknowledged)."""
+
+    def __init__(self, conninfo: str) -> None:
+        from ._libpq import Connection, describe
+
+        self.path = describe(conninfo)
+        self._lock = threading.Lock()
+        self._conn = Connection(conninfo)
+        try:
+            self.schema_version_found = self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+        self.stored = 0
+        self.updated = 0
+
+    def _migrate(self) -> int:
+        c = self._conn
+        c.execute("BEGIN")
+        try:
+            c.execute("SELECT pg_advisory_xact_lock($1)", (PG_SCHEMA_LOCK,))
+            c.execute(SCHEMA_MIGRATIONS_DDL)
+            rows = c.execute("SELECT version FROM schema_migrations WHERE component = $1", (COMPONENT,))
+            found = int(rows[0][0]) if rows else 0
+            if found > len(PG_MIGRATIONS):
+                raise SchemaError(f"the database's {COMPONENT} schema is version {found}; "
+                                  f"this dhtcrawler knows up to {len(PG_MIGRATIONS)}")
+            for _description, statements in PG_MIGRATIONS[found:]:
+                for statement in statements:
+                    c.execute(statement)
+            c.execute("INSERT INTO schema_migrations(component, version) VALUES ($1, $2) "
+                      "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                      (COMPONENT, len(PG_MIGRATIONS)))
+            c.execute("COMMIT")
+            return found
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def add(self, torrent: Torrent) -> bool:
+        """Stores one torrent in its own transaction. True when it was new."""
+        from ._libpq import PgError
+
+        seen = (torrent.discovered_at.isoformat() if torrent.discovered_at
+                else datetime.now(timezone.utc).isoformat())
+        with self._lock:
+            try:
+                new = self._store(torrent, seen)
+            except PgError:
+                if self._conn.healthy():
+                    raise
+                self._conn.reset()  # the server restarted or the connection dropped: once more
+                new = self._store(torrent, seen)
+            if new:
+                self.stored += 1
+            else:
+                self.updated += 1
+            return new
+
+    def _store(self, t: Torrent, seen: str) -> bool:
+        c = self._conn
+        c.execute("BEGIN")
+        try:
+            # Every key of a torrent shares its v1 hash (or, v2-only, its v2 hash).
+            c.execute("SELECT pg_advisory_xact_lock(hashtext($1))", (t.info_hash_v1 or t.info_hash_v2 or t.info_hash,))
+            hashes = list(t.hashes) or [t.info_hash]
+            rows = c.execute("SELECT info_hash FROM hashes WHERE hash = ANY($1::text[]) "
+                             "UNION ALL SELECT info_hash FROM torrents WHERE info_hash = $2 LIMIT 1",
+                             ("{" + ",".join(hashes) + "}", t.info_hash))
+            key = rows[0][0] if rows else None
+            if key is None:
+                c.execute(
+                    "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
+                    "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)",
+                    (t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files,
+                     t.piece_length, "true" if t.private else "false", len(t.info), seen, t.peer))
+                for i, f in enumerate(t.files):
+                    c.execute("INSERT INTO files(info_hash, idx, path, size) VALUES ($1, $2, $3, $4)",
+                              (t.info_hash, i, f.path, f.size))
+                key = t.info_hash
+                new = True
+            else:
+                c.execute("UPDATE torrents SET last_seen = greatest(last_seen, $1::timestamptz), "
+                          "peer = coalesce($2, peer), times_seen = times_seen + 1 WHERE info_hash = $3",
+                          (seen, t.peer, key))
+                new = False
+            for h, kind in ((t.info_hash_v1, "v1"), (t.info_hash_v2, "v2")):
+                if h:
+                    c.execute("INSERT INTO hashes(hash, kind, info_hash) VALUES ($1, $2, $3) "
+                              "ON CONFLICT (hash) DO NOTHING", (h, kind, key))
+            c.execute("COMMIT")
+            return new
+        except BaseException:
+            if self._conn.healthy():
+                c.execute("ROLLBACK")
+            raise
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM torrents")[0][0])
 
     def close(self) -> None:
         with self._lock:

@@ -318,6 +318,7 @@ PYBIND11_MODULE(_native, m) {
     m.attr("ERR_TIMEOUT") = DHTC_ERR_TIMEOUT;
     m.attr("ERR_NO_MEMORY") = DHTC_ERR_NO_MEMORY;
     m.attr("ERR_INTERNAL") = DHTC_ERR_INTERNAL;
+    m.attr("ERR_STORE") = DHTC_ERR_STORE;
     m.attr("ERR_NOT_FOUND") = DHTC_ERR_NOT_FOUND;
 
     m.def("version", [] { return std::string(dhtc_version()); });
