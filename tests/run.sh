@@ -133,6 +133,7 @@ run_go_test() { # module dir, label, go test arguments...
 
 stage_python() {
   note "Python package: pip install . into a venv, then pytest tests/python"
+  ensure_pg
   local venv=$out/python-venv
   if [ ! -x "$venv/bin/python" ] && ! python3 -m venv "$venv"; then
     failed=$((failed + 1)); failures+=("python: cannot create a venv with $(command -v python3)"); return

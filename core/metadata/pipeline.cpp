@@ -73,6 +73,7 @@ struct job {
     std::uint32_t round = 0;   ///< failed rounds before this one
     std::optional<retry::claim_answer> claim;
     bool waiting_for_peers = false;
+    std::optional<id20> sibling; ///< a hybrid's other key, remembered as done with this one
 
     void add_peer(const endpoint& p) {
         for (const auto& q : peers)
@@ -260,7 +261,10 @@ void pipeline::impl::settle_lease(const job& j, const completion& c) {
     if (!retry.store || !j.holds_lease) return;
     switch (c.result) {
     case outcome::accepted:
-    case outcome::delivery_rejected: retry.store->post_done(j.key); break; // fetched and offered: never again
+    case outcome::delivery_rejected: // fetched and offered: never again, under either key
+        retry.store->post_done(j.key);
+        if (j.sibling) retry.store->post_done(*j.sibling);
+        break;
     case outcome::fetch_failed: retry.store->post_failure(j.key, c.failure); break;
     case outcome::cancelled: retry.store->post_release(j.key, retry::scheduler::now()); break;
     }
@@ -551,6 +555,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
                            (d.info.has_v2() && delivered.contains(v2, now));
     if (d.info.has_v1()) delivered.insert(v1, now);
     if (d.info.has_v2()) delivered.insert(v2, now);
+    if (d.info.has_v1() && d.info.has_v2()) j->sibling = j->key == v1 ? v2 : v1;
     if (duplicate) {
         bump(c.duplicates);
         complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by));

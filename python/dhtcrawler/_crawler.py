@@ -191,14 +191,16 @@ class Crawler:
         """Starts (if needed) and blocks until :meth:`shutdown`. The GIL is released while it
         waits, in slices, so signal handlers run and Ctrl-C works: a KeyboardInterrupt shuts
         the crawler down and propagates."""
-        if not self._started:
-            try:
-                self.start()
-            except StateError:
-                if self.wait(0):  # shut down before it ran: nothing to wait for
-                    return
-                raise
         try:
+            # A Ctrl-C that lands while the native start runs is raised as it returns: it
+            # must shut the crawler down too.
+            if not self._started:
+                try:
+                    self.start()
+                except StateError:
+                    if self.wait(0):  # shut down before it ran: nothing to wait for
+                        return
+                    raise
             while not self.wait(_WAIT_SLICE_MS / 1000.0):
                 pass
         except BaseException:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import __version__
 from ._crawler import Crawler, default_options
-from ._errors import DhtcError, OptionsError
+from ._errors import DhtcError, OptionsError, StoreError
 from ._types import Torrent
 from .sinks import JsonlSink, PostgresSink, SqliteSink
 from .status import StatusLine
@@ -92,24 +92,45 @@ def crawl_options(args: argparse.Namespace) -> Dict[str, Any]:
         if base is None:
             base = _get_path(default_options(), sources_path) or []
         _set_path(doc, sources_path, list(base) + list(args.bootstrap))
+    _choose_retry_store(doc, args)
     return doc
+
+
+def _choose_retry_store(doc: Dict[str, Any], args: argparse.Namespace) -> None:
+    """Retry state lives beside the torrents: in the --db file, or with --store in the
+    fleet's PostgreSQL. An options file that names a retry store keeps it, unless --store
+    or --db says otherwise on the command line."""
+    if args.store:
+        if args.db:
+            raise UsageError("--db and --store exclude each other (with --store, torrents and retry "
+                             "state go to PostgreSQL)")
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            raise UsageError(f"--store {args.store}: expected a postgresql://user@host:port/database URI")
+        _set_path(doc, ("retry", "store"), {"kind": "postgresql", "conninfo": args.store})
+    elif args.db or _get_path(doc, ("retry", "store", "kind")) is None:
+        _set_path(doc, ("retry", "store"), {"kind": "sqlite", "path": os.path.abspath(args.db or DEFAULT_DB)})
 
 
 # ---- crawl --------------------------------------------------------------------------------
 
 class _Store:
-    """The CLI's torrent callback: a torrent is accepted only once every sink holds it."""
+    """The CLI's torrent callback: a torrent is accepted only once every sink holds it.
+    One the database holds already (a fleet's other crawler stored it, maybe under a
+    hybrid's other key) is acknowledged but not written out again: each torrent reaches
+    the JSON lines once per database."""
 
     def __init__(self, db: Optional[Any], jsonl: Optional[JsonlSink],
                  show: Optional[Callable[[Torrent], None]] = None) -> None:
         self.db, self.jsonl, self.show = db, jsonl, show
         self.accepted = 0
+        self.seen_again = 0
         self._lock = threading.Lock()
 
     def __call__(self, torrent: Torrent) -> bool:
         with self._lock:
-            if self.db is not None:
-                self.db.add(torrent)
+            if self.db is not None and not self.db.add(torrent):
+                self.seen_again += 1
+                return True
             if self.jsonl is not None:
                 self.jsonl.add(torrent)
             self.accepted += 1
@@ -183,9 +204,8 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
 
 
 def _open_sinks(args: argparse.Namespace) -> tuple:
-    """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream.
-    A database that cannot be opened is a start-up failure (exit 1); a bad --out path a
-    usage error (exit 2)."""
+    """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream. An
+    unreachable server is a start-up failure (exit 1); a bad file or path a usage error (2)."""
     from ._libpq import PgError
 
     try:
@@ -193,7 +213,7 @@ def _open_sinks(args: argparse.Namespace) -> tuple:
     except PgError as e:
         raise StartError(f"--store: {e}") from None
     except Exception as e:  # sqlite3.Error, SchemaError, OSError
-        raise StartError(f"--db {args.db or DEFAULT_DB}: {e}") from None
+        raise UsageError(f"--db {args.db or DEFAULT_DB}: {e}") from None
     try:
         jsonl = JsonlSink(args.out) if args.out else None
     except OSError as e:
@@ -202,9 +222,21 @@ def _open_sinks(args: argparse.Namespace) -> tuple:
     return db, jsonl
 
 
+def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawler:
+    """The crawler opens its retry store at once: an unusable --db file is a bad flag
+    (exit 2), an unreachable --store server a start-up failure (exit 1)."""
+    try:
+        return Crawler(options)  # OptionsError: exit 2 (main)
+    except StoreError as e:
+        if args.store:
+            raise StartError(f"--store: {e.message}") from None
+        if args.db:
+            raise UsageError(f"--db {args.db}: {e.message}") from None
+        raise StartError(e.message) from None
+
+
 def run_crawl(args: argparse.Namespace) -> int:
-    options = crawl_options(args)
-    crawler = Crawler(options)  # OptionsError: exit 2 (main)
+    crawler = _create_crawler(args, crawl_options(args))
     db = jsonl = None
     metrics = status = None
     try:
@@ -235,8 +267,9 @@ def run_crawl(args: argparse.Namespace) -> int:
             if status is not None:
                 status.stop()
                 status = None
+            again = f" ({store.seen_again} stored already)" if store.seen_again else ""
             print(f"dhtcrawler: stopped ({stopper.reason or 'shutdown'}): {store.accepted} torrents "
-                  f"accepted, {db.count()} in {db.path}", file=sys.stderr, flush=True)
+                  f"accepted{again}, {db.count()} in {db.path}", file=sys.stderr, flush=True)
         return EXIT_OK
     finally:
         if status is not None:

