@@ -21,6 +21,7 @@
 
 #include <sys/resource.h>
 
+#include "api/snapshot.hpp"
 #include "engine/crawler.hpp"
 
 using namespace dhtc;
@@ -158,9 +159,16 @@ int main(int argc, char** argv) {
     }
     const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
+    // Where the packets went: answers to the network's queries, and our own queries by kind.
+    const auto obs = api::observability_snapshot(*crawler);
     crawler->stop();
     std::lock_guard l(m);
     const auto packets = packets_sent();
+    nlohmann::json breakdown{{"replies_sent", obs["dht"]["replies_sent"]}};
+    for (const char* kind : {"queries_find_node", "queries_bootstrap", "queries_sample", "queries_get_peers"})
+        breakdown[kind] = obs["crawl"][kind];
+    breakdown["lookups_started"] = obs["crawl"]["lookups_started"];
+    breakdown["samples_received"] = obs["crawl"]["samples_received"];
     nlohmann::json summary{{"bench", "discovery"},
                            {"summary", true},
                            {"announced", announced},
@@ -178,7 +186,8 @@ int main(int argc, char** argv) {
                            {"elapsed_secs", elapsed},
                            {"crawler_cpu_secs", cpu},
                            {"lookup_rate", o.dht.crawl.bep51.max_lookup_rate_per_sec},
-                           {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec}};
+                           {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec},
+                           {"packets", breakdown}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;
 }

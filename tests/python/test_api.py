@@ -303,6 +303,9 @@ def test_ctrl_c_interrupts_run():
     script = (
         "import dhtcrawler, faulthandler, signal, sys\n"
         "faulthandler.register(signal.SIGUSR1)\n"
+        # As in a terminal: a job started in the background (CI scripts) inherits SIGINT
+        # ignored, and Python then installs no KeyboardInterrupt handler.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "from conftest import loopback_options\n"
         "c = dhtcrawler.Crawler(loopback_options())\n"
