@@ -17,16 +17,13 @@
 #include <thread>
 
 #include "engine/dht_engine.hpp"
+#include "bench_util.hpp"
 
 using namespace dhtc;
 
 namespace {
-double cpu_seconds() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+
+using bench::cpu_seconds;
 } // namespace
 
 int main(int argc, char** argv) {

@@ -28,10 +28,14 @@
 #include "metadata/pending_queue.hpp"
 #include "metadata/pipeline.hpp"
 #include "net/clock.hpp"
+#include "bench_util.hpp"
 
 using namespace dhtc;
 
 namespace {
+
+using bench::rss_bytes;
+using bench::id_of;
 
 constexpr std::size_t pool_nodes = 100'000;
 constexpr std::size_t pending_hashes = 10'000;
@@ -39,26 +43,7 @@ constexpr std::size_t peers_per_hash = metadata::pending_entry::max_peers;
 constexpr double target_bytes_per_node = 48.0;
 constexpr double target_total_mb = 64.0;
 
-std::size_t rss_bytes() {
-    std::ifstream in("/proc/self/statm");
-    std::size_t total = 0;
-    std::size_t resident = 0;
-    in >> total >> resident;
-    return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-}
-
 double mb(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
-
-id20 id_of(std::uint64_t n) {
-    id20 id;
-    std::uint64_t x = n * 0x9e3779b97f4a7c15ull + 1;
-    for (auto& b : id.bytes) {
-        x ^= x >> 29;
-        x *= 0xbf58476d1ce4e5b9ull;
-        b = static_cast<std::uint8_t>(x >> 56);
-    }
-    return id;
-}
 
 // Distinct public IPv4 endpoints from 20.0.0.0 up (the address policy admits them). They are
 // only ever handed to the in-memory transport below.

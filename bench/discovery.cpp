@@ -23,18 +23,14 @@
 
 #include "api/snapshot.hpp"
 #include "engine/crawler.hpp"
+#include "bench_util.hpp"
 
 using namespace dhtc;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-double cpu_seconds() {
-    rusage u{};
-    ::getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+using bench::cpu_seconds;
 
 } // namespace
 

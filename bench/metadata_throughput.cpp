@@ -22,11 +22,14 @@
 
 #include "engine/delivery_thread.hpp"
 #include "metadata/pipeline.hpp"
+#include "bench_util.hpp"
 
 using namespace dhtc;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+using bench::cpu_seconds;
 
 struct settings {
     std::string truth;
@@ -83,13 +86,6 @@ std::vector<target> read_truth(const std::string& path, std::size_t limit) {
         if (limit != 0 && out.size() == limit) break;
     }
     return out;
-}
-
-double cpu_seconds() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 double percentile(std::vector<double> v, double p) {

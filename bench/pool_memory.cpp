@@ -16,34 +16,18 @@
 #include "crawl/node_pool.hpp"
 #include "net/address_policy.hpp"
 #include "net/clock.hpp"
+#include "bench_util.hpp"
 
 using namespace dhtc;
 using namespace dhtc::crawl;
 
 namespace {
 
+using bench::rss_bytes;
+using bench::id_of;
+
 constexpr std::size_t nodes = 100'000;
 constexpr double target_bytes_per_node = 48.0;
-
-// Resident set size in bytes, from /proc/self/statm (pages).
-std::size_t rss_bytes() {
-    std::ifstream in("/proc/self/statm");
-    std::size_t total = 0;
-    std::size_t resident = 0;
-    in >> total >> resident;
-    return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-}
-
-id20 id_of(std::uint32_t n) {
-    id20 id;
-    std::uint64_t x = n * 0x9e3779b97f4a7c15ull + 1;
-    for (auto& b : id.bytes) {
-        x ^= x >> 29;
-        x *= 0xbf58476d1ce4e5b9ull;
-        b = static_cast<std::uint8_t>(x >> 56);
-    }
-    return id;
-}
 
 // Distinct public endpoints: IPv4 from 20.0.0.0 up, IPv6 in 2001:4860::/32.
 endpoint node_ep(std::uint32_t i, bool v6) {
