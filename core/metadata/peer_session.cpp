@@ -1,5 +1,8 @@
 #include "metadata/peer_session.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -186,7 +189,15 @@ private:
         std::error_code ec;
         tcp::endpoint ep(to_asio(req_.peer.address), req_.peer.port);
         conn_.socket.open(ep.protocol(), ec);
-        if (!ec && req_.bind_address) conn_.socket.bind(tcp::endpoint(to_asio(*req_.bind_address), 0), ec);
+        if (!ec && req_.bind_address) {
+            // Without this, bind() takes a local port for the address alone, and closed
+            // connections keep theirs in TIME_WAIT for a minute: at hundreds of fetches a
+            // second the ephemeral range runs dry. With it the port is picked at connect(),
+            // unique only per destination.
+            const int one = 1;
+            ::setsockopt(conn_.socket.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+            conn_.socket.bind(tcp::endpoint(to_asio(*req_.bind_address), 0), ec);
+        }
         if (ec) {
             fail_net(ec);
             co_return false;
@@ -474,6 +485,10 @@ asio::awaitable<session_result> run_peer_session(session_request request, piece_
 
     std::error_code ignored;
     conn->watchdog.cancel();
+    // An abortive close (RST): the session is over either way, and a crawler closing
+    // hundreds of connections a second would otherwise keep each local port in TIME_WAIT
+    // for a minute, which makes every later connect() search longer for a free port.
+    conn->socket.set_option(asio::socket_base::linger(true, 0), ignored);
     conn->socket.close(ignored);
     s.result.elapsed = clock::now() - start;
     co_return s.result;

@@ -140,6 +140,9 @@ void seeder_set::accept() {
                 s.close(lec);
             } else {
                 ++open_;
+                // As BitTorrent clients do: with Nagle on, the second of two small writes
+                // (handshake, then extension handshake) waits for the peer's delayed ACK.
+                s.set_option(tcp::no_delay(true), lec);
                 asio::co_spawn(io_, serve(std::move(s), it->second), asio::detached);
             }
         }
