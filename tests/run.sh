@@ -232,7 +232,7 @@ stage_sanitize() {
   note "AddressSanitizer + UndefinedBehaviorSanitizer build of the tests"
   ensure_pg
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
-       -DDHTC_BUILD_JAVA=OFF; then
+       -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_ctest "$out/asan" asan
   else

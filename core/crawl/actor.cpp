@@ -163,7 +163,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
             for (std::size_t i = 0; i < resp.sample_count(); ++i) {
                 const id20 h = resp.sample(i);
                 sink_.on_observation(observation{h, r.from, hash_source::bep51_sample, now});
-                lookups_.want(h);
+                lookups_.want(h, responder); // it stores the hash's peers: asked first
             }
             const std::int64_t interval = resp.has_interval ? resp.interval : 0;
             const auto wait = std::chrono::seconds(

@@ -26,7 +26,7 @@ void lookups::remember(const id20& h) {
     recent_order_.push_back(h);
 }
 
-bool lookups::want(const id20& info_hash) {
+bool lookups::want(const id20& info_hash, const std::optional<krpc::node_entry>& holder) {
     if (recent_.contains(info_hash)) {
         ++duplicates_;
         return false;
@@ -36,7 +36,7 @@ bool lookups::want(const id20& info_hash) {
         return false;
     }
     remember(info_hash);
-    queue_.push_back(info_hash);
+    queue_.push_back(waiting{info_hash, holder});
     return true;
 }
 
@@ -45,7 +45,8 @@ bool lookups::start(std::span<const krpc::node_entry> seeds) {
     auto it = std::find_if(slots_.begin(), slots_.end(), [](const lookup& l) { return !l.active; });
     lookup& l = *it;
     l = lookup{};
-    l.target = queue_.front();
+    l.target = queue_.front().hash;
+    if (queue_.front().holder) l.holder = candidate{*queue_.front().holder, state::fresh};
     queue_.pop_front();
     l.active = true;
     for (const auto& s : seeds) add_candidate(l, s);
@@ -75,6 +76,7 @@ void lookups::add_candidate(lookup& l, const krpc::node_entry& e) {
 }
 
 lookups::candidate* lookups::find(lookup& l, const endpoint& ep) {
+    if (l.holder && l.holder->node.ep == ep) return &*l.holder;
     for (std::size_t i = 0; i < l.n; ++i)
         if (l.c[i].node.ep == ep) return &l.c[i];
     return nullptr;
@@ -85,15 +87,18 @@ std::optional<lookups::query> lookups::next() {
         const std::size_t i = (cursor_ + k) % slots_.size();
         lookup& l = slots_[i];
         if (!l.active || l.in_flight >= parallelism || l.sent >= options_.queries_per_lookup) continue;
-        if (l.peers >= enough_peers) continue;
-        for (std::size_t j = 0; j < l.n; ++j) {
-            if (l.c[j].st != state::fresh) continue;
-            l.c[j].st = state::queried;
-            ++l.in_flight;
-            ++l.sent;
-            cursor_ = i + 1;
-            return query{static_cast<std::uint32_t>(i), l.target, l.c[j].node};
-        }
+        if (l.satisfied()) continue;
+        // The holder just answered us, so it is alive: wait for it before spending more.
+        if (l.holder && l.holder->st == state::queried) continue;
+        candidate* pick = l.holder && l.holder->st == state::fresh ? &*l.holder : nullptr;
+        for (std::size_t j = 0; !pick && j < l.n; ++j)
+            if (l.c[j].st == state::fresh) pick = &l.c[j];
+        if (!pick) continue;
+        pick->st = state::queried;
+        ++l.in_flight;
+        ++l.sent;
+        cursor_ = i + 1;
+        return query{static_cast<std::uint32_t>(i), l.target, pick->node};
     }
     return std::nullopt;
 }
@@ -105,6 +110,7 @@ void lookups::on_reply(std::uint32_t slot, const endpoint& from, const krpc::com
     if (candidate* c = find(l, from); c && c->st == state::queried) {
         c->st = state::answered;
         --l.in_flight;
+        if (c == (l.holder ? &*l.holder : nullptr) && peers_found > 0) l.holder_had_peers = true;
     }
     l.peers = static_cast<std::uint8_t>(std::min<std::size_t>(l.peers + peers_found, 255));
     for (const auto& e : nodes) add_candidate(l, e);
@@ -124,8 +130,9 @@ void lookups::on_failure(std::uint32_t slot, const endpoint& from) {
 void lookups::finish_if_done(lookup& l) {
     if (l.in_flight > 0) return;
     const bool budget_spent = l.sent >= options_.queries_per_lookup;
-    const bool satisfied = l.peers >= enough_peers;
+    const bool satisfied = l.satisfied();
     const bool exhausted =
+        (!l.holder || l.holder->st != state::fresh) &&
         std::none_of(l.c.begin(), l.c.begin() + l.n, [](const candidate& c) { return c.st == state::fresh; });
     if (budget_spent || satisfied || exhausted) {
         l.active = false;

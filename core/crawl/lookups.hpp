@@ -1,6 +1,8 @@
 // get_peers lookups for hashes learned from BEP-51 samples: a sample names a hash but no
-// peer, so a short iterative lookup towards the hash finds who has it. Lookups are small
-// (a bounded number of queries each), few at a time, and started at a budgeted rate.
+// peer, so a short iterative lookup towards the hash finds who has it. The node that sampled
+// the hash stores its peers (that is where samples come from), so it is asked first: most
+// lookups end after that one query. Lookups are small (a bounded number of queries each),
+// few at a time, and started at a budgeted rate.
 #pragma once
 
 #include <array>
@@ -22,18 +24,20 @@ class lookups {
 public:
     static constexpr std::size_t width = 16;       ///< candidates kept per lookup (closest first)
     static constexpr std::size_t parallelism = 3;  ///< queries in flight per lookup
-    static constexpr std::size_t enough_peers = 3; ///< a lookup stops once it found this many
+    static constexpr std::size_t enough_peers = 3; ///< a lookup stops once it found this many,
+                                                   ///< or once the holder gave any
 
     explicit lookups(const bep51_options& o);
 
     /// Queues a hash for a lookup; false when it was looked up recently or the queue is full.
-    bool want(const id20& info_hash);
+    /// `holder`: a node known to store peers for it (the one that sampled it), asked first.
+    bool want(const id20& info_hash, const std::optional<krpc::node_entry>& holder = std::nullopt);
     /// Starts a queued lookup in a free slot, seeded with `seeds` (the closest nodes we know).
     /// Returns false when nothing was started (no queued hash or no free slot).
     bool start(std::span<const krpc::node_entry> seeds);
     bool has_queued() const noexcept { return !queue_.empty(); }
     /// The hash start() would look up next; has_queued() must be true.
-    const id20& front() const noexcept { return queue_.front(); }
+    const id20& front() const noexcept { return queue_.front().hash; }
     bool has_free_slot() const noexcept;
 
     struct query {
@@ -63,12 +67,15 @@ private:
     };
     struct lookup {
         id20 target;
+        std::optional<candidate> holder; ///< queried before the closest candidates
         std::array<candidate, width> c{};
         std::uint8_t n = 0;
         std::uint8_t in_flight = 0;
         std::uint8_t sent = 0;
         std::uint8_t peers = 0;
+        bool holder_had_peers = false; ///< it stores the swarm's announces: the rest would repeat them
         bool active = false;
+        bool satisfied() const noexcept { return peers >= enough_peers || holder_had_peers; }
     };
     void add_candidate(lookup& l, const krpc::node_entry& e);
     candidate* find(lookup& l, const endpoint& ep);
@@ -78,7 +85,11 @@ private:
     bep51_options options_;
     std::vector<lookup> slots_;
     std::size_t active_ = 0;
-    std::deque<id20> queue_;
+    struct waiting {
+        id20 hash;
+        std::optional<krpc::node_entry> holder;
+    };
+    std::deque<waiting> queue_;
     // Recently looked-up hashes: many nodes sample the same popular hashes.
     std::unordered_set<id20, id20_hash> recent_;
     std::deque<id20> recent_order_;

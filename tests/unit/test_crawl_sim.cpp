@@ -688,6 +688,11 @@ TEST_CASE("BEP-51: sampling honours intervals and lookups turn samples into hash
     CHECK(wrong == 0);
     CHECK(from_samples > 0);
     CHECK(complete >= stored.size() * 8 / 10);
+    // The node that sampled a hash stores its peers and is asked first: a lookup mostly
+    // ends with that one query rather than walking towards the hash.
+    const auto lookups_started = get(h.stats().lookups_started);
+    REQUIRE(lookups_started > 0);
+    CHECK(get(h.stats().queries_get_peers) <= lookups_started * 2);
 }
 
 TEST_CASE("bootstrap: a dead source backs off exponentially, a live one does not") {

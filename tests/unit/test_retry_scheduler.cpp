@@ -11,8 +11,11 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
 #include "retry/scheduler.hpp"
 #include "retry/sqlite_store.hpp"
+#include "support/pg.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -185,6 +188,42 @@ TEST_CASE("a failing store reports, answers busy, and keeps running") {
     std::lock_guard l(m);
     REQUIRE_FALSE(errors.empty());
     CHECK(errors.front().find("disk full") != std::string::npos);
+}
+
+TEST_CASE("postgresql: a connection the server cuts is made again and the work in flight applied") {
+    const auto base = test::pg_base();
+    REQUIRE_MESSAGE(base, "DHTC_TEST_PG is not set: run tests/run.sh (it starts PostgreSQL)");
+    // Its own schema and application name, so the cut below reaches this test's connection only.
+    const std::string name = "retry_reconnect_" + std::to_string(getpid());
+    auto o = sqlite_memory();
+    o.kind = retry::store_kind::postgresql;
+    o.conninfo = test::pg_fresh_schema(*base, name) + "&application_name=" + name;
+    std::string error;
+    auto s = retry::scheduler::open(o, error);
+    REQUIRE_MESSAGE(s, error);
+    std::atomic<int> granted{0};
+    const auto claim = [&](unsigned n) {
+        REQUIRE(s->post_claim(numbered(n), {}, [&](retry::claim_answer a) {
+            granted += a.result == retry::claim_result::fetch;
+        }));
+    };
+    claim(1);
+    REQUIRE(eventually([&] { return granted.load() == 1; }));
+
+    // What a server restart or a dropped network does to the store's connection.
+    CHECK(test::pg_query(*base, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE application_name = '" + name + "'") == "1");
+    s->post_done(numbered(1));
+    claim(2);
+    REQUIRE(eventually([&] { return granted.load() == 2; }));
+    CHECK(s->counters().store_errors.load() >= 1); // the cut was seen, and survived
+    s->stop();
+    const auto state_of = [&](unsigned n) {
+        return test::pg_query(o.conninfo, "SELECT state FROM retry_hashes WHERE info_hash = '\\x" +
+                                              numbered(n).hex() + "'::bytea");
+    };
+    CHECK(state_of(1) == "2"); // done, recorded after the reconnect
+    CHECK(state_of(2) == "1"); // leased
 }
 
 TEST_CASE("an unusable store fails open with its reason") {
