@@ -61,7 +61,7 @@ struct bep51_options {
     bool enabled = true;
     double max_sample_rate_per_sec = 50;      ///< sample_infohashes queries, drawn from the query budget
     unsigned min_interval_secs = 60;          ///< floor under a node's advertised interval
-    double max_lookup_rate_per_sec = 10;      ///< get_peers lookups started per second
+    double max_lookup_rate_per_sec = 50;      ///< get_peers lookups started per second (most cost one query)
     std::size_t max_concurrent_lookups = 16;
     std::size_t lookup_queue_capacity = 1024; ///< sampled hashes waiting for a lookup
     std::size_t queries_per_lookup = 12;      ///< get_peers queries one lookup may send
