@@ -47,6 +47,14 @@ run_ctest() { # dir, label, extra ctest arguments...
   rm -f "$log"
 }
 
+# The integration tests run real libtorrent sessions, whose own timing (announce pacing,
+# its flood limit) now and then leaves one hash unannounced within a test's bound: a
+# failing one gets a second run (ctest prints both). Every other test runs once.
+run_ctest_suite() { # dir, label
+  run_ctest "$1" "$2" -LE integration
+  run_ctest "$1" "$2 integration" -L integration --repeat until-pass:2
+}
+
 build_tree() { # dir, extra cmake args...
   local dir=$1; shift
   cmake -S "$root" -B "$dir" -G Ninja "$@" >/dev/null && cmake --build "$dir" -j "$jobs"
@@ -74,7 +82,7 @@ stage_build() {
   note "release build (-Werror) and tests"
   ensure_pg
   if build_tree "$out/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
-    run_ctest "$out/release" release
+    run_ctest_suite "$out/release" release
   else
     failed=$((failed + 1)); failures+=("release build failed")
   fi
@@ -234,7 +242,7 @@ stage_sanitize() {
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
        -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_ctest "$out/asan" asan
+      run_ctest_suite "$out/asan" asan
   else
     failed=$((failed + 1)); failures+=("sanitizer build failed")
   fi
