@@ -27,7 +27,8 @@ passed=0
 failed=0
 failures=()
 
-note() { printf '\n=== %s\n' "$*"; }
+started_at=$SECONDS
+note() { printf '\n=== %s (at %d s)\n' "$*" $((SECONDS - started_at)); }
 
 # Runs ctest in a build tree and adds its counts to the totals.
 run_ctest() { # dir, label, extra ctest arguments...
@@ -312,5 +313,6 @@ if [ ${#failures[@]} -gt 0 ]; then
   printf '  %s\n' "${failures[@]}"
 fi
 echo
+echo "took $((SECONDS - started_at)) s"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
