@@ -88,7 +88,8 @@ std::optional<lookups::query> lookups::next() {
         lookup& l = slots_[i];
         if (!l.active || l.in_flight >= parallelism || l.sent >= options_.queries_per_lookup) continue;
         if (l.satisfied()) continue;
-        // The holder just answered us, so it is alive: wait for it before spending more.
+        // The holder answered our sample_infohashes moments ago, so it is alive: wait for its
+        // answer before spending more queries.
         if (l.holder && l.holder->st == state::queried) continue;
         candidate* pick = l.holder && l.holder->st == state::fresh ? &*l.holder : nullptr;
         for (std::size_t j = 0; !pick && j < l.n; ++j)
