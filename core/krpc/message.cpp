@@ -123,15 +123,6 @@ key classify(std::string_view k) noexcept {
     }
 }
 
-method classify_method(std::string_view q) noexcept {
-    if (q == "ping") return method::ping;
-    if (q == "find_node") return method::find_node;
-    if (q == "get_peers") return method::get_peers;
-    if (q == "announce_peer") return method::announce_peer;
-    if (q == "sample_infohashes") return method::sample_infohashes;
-    return method::unknown;
-}
-
 bool read_id(const bencode::value& v, id20& out) noexcept {
     if (!v.is_string()) return false;
     const auto s = v.as_string();
@@ -410,6 +401,15 @@ parse_result parser::parse_error(const bencode::value& root, const bencode::valu
 parse_result parse(const bencode::value& root, message& out) noexcept {
     out = message{};
     return parser(out).run(root);
+}
+
+method classify_method(std::string_view q) noexcept {
+    if (q == "ping") return method::ping;
+    if (q == "find_node") return method::find_node;
+    if (q == "get_peers") return method::get_peers;
+    if (q == "announce_peer") return method::announce_peer;
+    if (q == "sample_infohashes") return method::sample_infohashes;
+    return method::unknown;
 }
 
 } // namespace dhtc::krpc

@@ -41,6 +41,8 @@ enum class method : std::uint8_t {
     unknown, ///< any other name: see query_args::name, has_target, has_info_hash
 };
 std::string_view to_string(method m) noexcept;
+/// The method a query's `q` names (`unknown` for any other name).
+method classify_method(std::string_view q) noexcept;
 
 /// Why a packet is not a usable KRPC message. Stable names from to_string().
 enum class error : std::uint8_t {

@@ -198,15 +198,6 @@ bool read_id(const scalar& s, id20& out) noexcept {
 
 bool flag(const scalar& s) noexcept { return s.is(scalar::kind::integer) && s.integer != 0; }
 
-method classify_method(std::string_view q) noexcept {
-    if (q == "ping") return method::ping;
-    if (q == "find_node") return method::find_node;
-    if (q == "get_peers") return method::get_peers;
-    if (q == "announce_peer") return method::announce_peer;
-    if (q == "sample_infohashes") return method::sample_infohashes;
-    return method::unknown;
-}
-
 // The checks of parse() on the top level of a query; false wherever parse() fails.
 bool fill_header(const top_fields& top, message& out) noexcept {
     using kind = scalar::kind;

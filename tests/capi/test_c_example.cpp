@@ -13,27 +13,13 @@
 #include <set>
 #include <string>
 
+#include "support/ports.hpp"
 #include "support/subprocess.hpp"
 
 using namespace std::chrono_literals;
 
-namespace {
-// A free UDP port on 127.0.0.1 (bound and released; loopback makes a race unlikely).
-int free_udp_port() {
-    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(0x7f000001);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-} // namespace
-
 TEST_CASE("the C example crawls libtorrent seeders through dlopen and prints each torrent once") {
-    const int port = free_udp_port();
+    const int port = dhtc::test::unused_loopback_port(SOCK_DGRAM);
     const std::string options = R"({"port":)" + std::to_string(port) +
                                 R"(,"bind_v4":"127.0.0.1","allow_private_addresses":true,"crawl":{"bootstrap":{"sources":[]}}})";
     dhtc::test::subprocess example({DHTC_C_EXAMPLE, "--lib", DHTC_LIBRARY, "--options", options, "--seconds", "90"});

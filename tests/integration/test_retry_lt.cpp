@@ -27,6 +27,7 @@
 #include "retry/postgres_store.hpp"
 #include "retry/sqlite_store.hpp"
 #include "support/pg.hpp"
+#include "support/ports.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -140,20 +141,6 @@ id20 unknown_hash(std::uint8_t tag) {
     return h;
 }
 
-#ifdef DHTC_CRAWL_EXAMPLE
-// A UDP port free right now on 127.0.0.1 (the crawler processes bind it next).
-std::uint16_t free_udp_port() {
-    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
-#endif
 
 } // namespace
 
@@ -372,7 +359,7 @@ TEST_CASE("fleet of three crawler processes (the C host over the C API) on one P
     std::vector<std::unique_ptr<test::subprocess>> procs;
     std::vector<std::string> endpoints;
     for (int i = 0; i < fleet; ++i) {
-        const auto port = free_udp_port();
+        const auto port = test::unused_loopback_port(SOCK_DGRAM); // the process binds it next
         nlohmann::json o = {{"port", port},
                             {"bind_v4", "127.0.0.1"},
                             {"allow_private_addresses", true},

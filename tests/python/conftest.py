@@ -41,6 +41,13 @@ def loopback_options(**extra: Any) -> Dict[str, Any]:
     return doc
 
 
+def unused_loopback_port(kind: int = socket.SOCK_DGRAM) -> int:
+    """A port on 127.0.0.1 bound and released at once: nothing listens or answers on it."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def port_of(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1])
 

@@ -30,7 +30,7 @@ import dhtcrawler
 from dhtcrawler.sinks import read_jsonl
 from dhtcrawler.status import StatusLine
 
-from conftest import cli, expected_files, loopback_options, torrent_schema, wait_for
+from conftest import cli, expected_files, loopback_options, torrent_schema, unused_loopback_port, wait_for
 
 LOOPBACK = ["--port", "0", "--bind", "127.0.0.1", "--allow-private", "--no-default-bootstrap"]
 
@@ -186,14 +186,9 @@ def test_flags_override_the_options_file(tmp_path):
 
 # ---- running without peers ---------------------------------------------------------------
 
-def closed_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_unanswered_bootstrap_runs_until_duration_and_leaves_a_database(tmp_path):
-    out = run_cli("crawl", *LOOPBACK, "--bootstrap", f"127.0.0.1:{closed_udp_port()}", "--duration", "2",
+    out = run_cli("crawl", *LOOPBACK, "--bootstrap", f"127.0.0.1:{unused_loopback_port()}", "--duration", "2",
                   cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "stopped (duration): 0 torrents accepted" in out.stderr
@@ -244,7 +239,7 @@ def test_status_line_shows_nodes_hashes_fetched_failed():
 
 def test_status_line_explains_an_unanswered_bootstrap_once():
     stream = io.StringIO()
-    options = loopback_options(crawl={"bootstrap": {"sources": [f"127.0.0.1:{closed_udp_port()}"]}})
+    options = loopback_options(crawl={"bootstrap": {"sources": [f"127.0.0.1:{unused_loopback_port()}"]}})
     with dhtcrawler.Crawler(options) as crawler:
         crawler.start()
         status = StatusLine(crawler, lambda: 0, stream=stream, pipe_interval=0.05, hint_after=0.2)

@@ -21,7 +21,7 @@ import pytest
 from dhtcrawler._libpq import Connection
 from dhtcrawler.sinks import read_jsonl
 
-from conftest import wait_for
+from conftest import unused_loopback_port, wait_for
 from test_cli import Crawl, check_jsonl_matches_db, db_torrents, run_cli
 
 RETRY_DONE = 2
@@ -89,14 +89,8 @@ def test_malformed_connection_string_names_the_option(tmp_path):
     assert "error:" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def closed_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_server_is_a_clear_error_at_start(tmp_path):
-    url = f"postgresql://nobody:secret@127.0.0.1:{closed_tcp_port()}/nothing"
+    url = f"postgresql://nobody:secret@127.0.0.1:{unused_loopback_port(socket.SOCK_STREAM)}/nothing"
     r = run_cli("crawl", *("--port", "0", "--bind", "127.0.0.1", "--no-default-bootstrap"),
                 "--store", url, "--duration", "30", cwd=tmp_path, timeout=60)
     assert r.returncode == 1, r.stderr

@@ -23,6 +23,7 @@
 #include "engine/crawler.hpp"
 #include "krpc/encode.hpp"
 #include "stats/histogram.hpp"
+#include "support/ports.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -107,19 +108,6 @@ std::unique_ptr<engine::crawler> make_crawler() {
 }
 
 std::uint16_t port_of(const engine::crawler& c) { return c.dht().local_endpoints().at(0).port; }
-
-/// A TCP port on loopback where nothing listens (bound, then closed).
-std::uint16_t closed_tcp_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
 
 /// Polls `cond` on fresh observability snapshots until it holds or `wait` passes.
 json wait_for(const engine::crawler& c, const std::function<bool(const json&)>& cond, std::chrono::seconds wait = 10s) {
@@ -623,7 +611,7 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
     client.send_to(port, std::string(3000, 'x')); // over the 1500-byte datagram limit
 
     // An announce for a peer where nothing listens: one round, one refused attempt.
-    const auto peer_port = closed_tcp_port();
+    const auto peer_port = test::unused_loopback_port(SOCK_STREAM); // nothing listens
     client.send_to(port, query("a1", [&](std::string& o, const krpc::query_header& h) {
                        return krpc::encode_announce_peer(o, h, info_hash, peer_port, token, false);
                    }));
