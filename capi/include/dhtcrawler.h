@@ -36,6 +36,13 @@ extern "C" {
 /** ABI major version of this header. Changes only on incompatible ABI changes. */
 #define DHTC_ABI_VERSION 1
 
+/** The version of this header, as numbers and as the string dhtc_version() returns for the
+ *  library built with it. A host that loads the library at run time may compare them. */
+#define DHTC_VERSION_MAJOR 0
+#define DHTC_VERSION_MINOR 1
+#define DHTC_VERSION_PATCH 0
+#define DHTC_VERSION_STRING "0.1.0"
+
 /**
  * @brief The library's version, "MAJOR.MINOR.PATCH".
  *
@@ -55,18 +62,24 @@ DHTC_API int dhtc_abi_version(void);
 
 /* ---- Status codes -------------------------------------------------------------------- */
 
-#define DHTC_OK 0                    /**< success */
-#define DHTC_ERR_INVALID_ARGUMENT -1 /**< a NULL handle or out-parameter, or a bad value */
-#define DHTC_ERR_INVALID_JSON -2     /**< the options document is not JSON */
-#define DHTC_ERR_INVALID_OPTION -3   /**< an unknown key, a wrong type or an invalid value */
-#define DHTC_ERR_BIND -4             /**< a socket could not be bound */
-#define DHTC_ERR_STATE -5            /**< not allowed now (e.g. started twice, destroy from a callback) */
-#define DHTC_ERR_TIMEOUT -6          /**< a wait ended before its condition */
-#define DHTC_ERR_NO_MEMORY -7        /**< an allocation failed */
-#define DHTC_ERR_INTERNAL -8         /**< an unexpected failure inside the library */
-#define DHTC_ERR_NOT_FOUND -9        /**< no such event (answered already or timed out) */
-#define DHTC_ERR_STORE -10           /**< the retry store could not be opened: an unusable SQLite file, a bad
-                                          PostgreSQL connection string or an unreachable server (dhtc_last_error says which) */
+/**
+ * Every status a function returns. Functions return `int` (so the ABI never depends on an
+ * enum's size); compare it with these values. Bindings derive their lists from this enum.
+ */
+typedef enum dhtc_status {
+    DHTC_OK = 0,                    /**< success */
+    DHTC_ERR_INVALID_ARGUMENT = -1, /**< a NULL handle or out-parameter, or a bad value */
+    DHTC_ERR_INVALID_JSON = -2,     /**< the options document is not JSON */
+    DHTC_ERR_INVALID_OPTION = -3,   /**< an unknown key, a wrong type or an invalid value */
+    DHTC_ERR_BIND = -4,             /**< a socket could not be bound */
+    DHTC_ERR_STATE = -5,            /**< not allowed now (e.g. started twice, destroy from a callback) */
+    DHTC_ERR_TIMEOUT = -6,          /**< a wait ended before its condition */
+    DHTC_ERR_NO_MEMORY = -7,        /**< an allocation failed */
+    DHTC_ERR_INTERNAL = -8,         /**< an unexpected failure inside the library */
+    DHTC_ERR_NOT_FOUND = -9,        /**< no such event (answered already or timed out) */
+    DHTC_ERR_STORE = -10            /**< the retry store could not be opened: an unusable SQLite file, a bad
+                                         PostgreSQL connection string or an unreachable server (dhtc_last_error says which) */
+} dhtc_status;
 
 /**
  * @brief A stable name for a status code ("DHTC_OK", "DHTC_ERR_BIND", ...).
@@ -118,18 +131,33 @@ DHTC_API int dhtc_crawler_create(const char *options_json, dhtc_crawler **out);
 /**
  * @brief Stops everything and frees the crawler. NULL is a no-op (DHTC_OK).
  *
- * Rounds in flight complete as "cancelled" and those completions are delivered first.
- * After it returns no callback runs and no user data is touched again.
+ * Shuts the crawler down (if it was not), waits for a callback that is running to return,
+ * delivers the completions of the rounds in flight (as "cancelled"), joins every thread and
+ * frees the crawler. After it returns no callback runs and no user data is touched again.
+ * A dhtc_crawler_shutdown() running on another thread when destroy begins is waited for.
  * From inside a callback it returns DHTC_ERR_STATE and does nothing: call
  * dhtc_crawler_shutdown() there, and destroy afterwards from the host's thread.
  */
 DHTC_API int dhtc_crawler_destroy(dhtc_crawler *c);
 
+/**
+ * @brief dhtc_crawler_destroy() that waits at most `timeout_ms` (negative: no limit) for a
+ * running callback.
+ *
+ * @return DHTC_OK when the crawler was destroyed. DHTC_ERR_TIMEOUT when a callback was still
+ *         running after `timeout_ms`: the crawler is then shut down but not destroyed (it
+ *         stays valid, its callback may still return); call this function or
+ *         dhtc_crawler_destroy() again later. DHTC_ERR_STATE from inside a callback.
+ * Thread safety: like dhtc_crawler_destroy(): one host thread, never a callback.
+ */
+DHTC_API int dhtc_crawler_destroy_timeout(dhtc_crawler *c, long long timeout_ms);
+
 /** @brief Starts the crawler's threads and returns. Once per crawler (DHTC_ERR_STATE after
  *  a shutdown). Thread safety: any thread except a callback. */
 DHTC_API int dhtc_crawler_start(dhtc_crawler *c);
 
-/** @brief Starts (if needed) and blocks until dhtc_crawler_shutdown() is called. */
+/** @brief Starts (if needed) and blocks until dhtc_crawler_shutdown() is called (then it
+ *  returns at once, without waiting for a running callback). */
 DHTC_API int dhtc_crawler_run(dhtc_crawler *c);
 
 /**
@@ -140,8 +168,13 @@ DHTC_API int dhtc_crawler_run(dhtc_crawler *c);
 DHTC_API int dhtc_crawler_wait(dhtc_crawler *c, long long timeout_ms);
 
 /**
- * @brief Stops crawling and fetching. Thread-safe and idempotent; allowed inside callbacks.
- * A shut-down crawler cannot be started again.
+ * @brief Stops crawling and fetching, and returns without waiting for anything.
+ *
+ * Thread-safe and idempotent: any thread, any number of times, concurrently with itself and
+ * with dhtc_crawler_destroy(); allowed inside callbacks and from a thread that handles
+ * signals. It never blocks on a callback: the threads wind down in the background and
+ * dhtc_crawler_destroy() joins them. Callbacks may still run (the cancelled rounds'
+ * completions) until destroy returns. A shut-down crawler cannot be started again.
  */
 DHTC_API int dhtc_crawler_shutdown(dhtc_crawler *c);
 
@@ -150,8 +183,18 @@ DHTC_API int dhtc_crawler_shutdown(dhtc_crawler *c);
  * network thread, never two at once, in order. Pointers passed in are valid only during
  * the call. Inside a callback you may call dhtc_crawler_shutdown(), the snapshot functions
  * and dhtc_string_free(); dhtc_crawler_destroy() returns DHTC_ERR_STATE.
- * Event JSON documents carry "type" and "schema" and only ever gain fields.
+ * Event JSON documents carry "type" and "schema" and only ever gain fields; a host ignores
+ * a type it does not know (new types may be added).
  */
+
+/** The three answers to a torrent (the ack callback's return, dhtc_crawler_answer()). */
+typedef enum dhtc_answer {
+    DHTC_ANSWER_REJECT = 0, /**< not wanted: the round completes "delivery_rejected"; the hash is done */
+    DHTC_ANSWER_ACCEPT = 1, /**< every sink holds it: "accepted"; the hash is done (any other value also accepts) */
+    DHTC_ANSWER_RETRY = 2   /**< wanted, but it could not be stored now (a sink failed): the round completes
+                                 "sink_failed", the hash is not recorded done and is fetched again (on the
+                                 retry store's short schedule, or at its next announce without a store) */
+} dhtc_answer;
 
 /** Before a hash first goes to peers. Return nonzero to fetch it, 0 to skip it (no torrent,
  *  no completion). `info_hash` is 40 lower-case hex characters. */
@@ -160,10 +203,10 @@ typedef int (*dhtc_gate_fn)(const char *info_hash, void *user_data);
  *  `peer` and `discovered_at`; `info`/`info_len` the raw info dict exactly as received. */
 typedef void (*dhtc_torrent_fn)(const char *torrent_json, const unsigned char *info, size_t info_len,
                                 void *user_data);
-/** Like dhtc_torrent_fn; return nonzero to accept the torrent, 0 to reject it. */
+/** Like dhtc_torrent_fn; returns a dhtc_answer (DHTC_ANSWER_ACCEPT, _REJECT or _RETRY). */
 typedef int (*dhtc_torrent_ack_fn)(const char *torrent_json, const unsigned char *info, size_t info_len,
                                    void *user_data);
-/** Completion, error and observation events, as JSON envelopes (docs/events.md). */
+/** Completion, retry, error and observation events, as JSON envelopes (docs/events.md). */
 typedef void (*dhtc_event_fn)(const char *event_json, void *user_data);
 
 /** @brief Sets the gate (NULL: every hash is fetched). Before start. */
@@ -174,6 +217,9 @@ DHTC_API int dhtc_crawler_set_torrent_callback(dhtc_crawler *c, dhtc_torrent_fn 
 DHTC_API int dhtc_crawler_set_torrent_ack_callback(dhtc_crawler *c, dhtc_torrent_ack_fn fn, void *user_data);
 /** @brief One completion event per gated round ({"type":"completion",...}). */
 DHTC_API int dhtc_crawler_set_completion_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
+/** @brief What the retry store made of a round ({"type":"retry",...}: dormant with its next
+ *  time, or done), after it committed it. Only with a retry store. */
+DHTC_API int dhtc_crawler_set_retry_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 /** @brief Runtime errors ({"type":"error","message":...}), including callbacks that threw. */
 DHTC_API int dhtc_crawler_set_error_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 /** @brief Hashes seen without a peer ({"type":"observation",...}); dropped and counted when
@@ -182,9 +228,11 @@ DHTC_API int dhtc_crawler_set_observation_callback(dhtc_crawler *c, dhtc_event_f
 
 /* ---- Polling --------------------------------------------------------------------------------
  * The alternative to callbacks, for hosts that pull events on their own thread. Enable it
- * before start; callbacks are then not used. Gate and torrent events carry an "id" to be
- * answered with dhtc_crawler_answer(); an unanswered gate is accepted after
- * metadata.gate_timeout_millis, an unanswered torrent rejected after the same time.
+ * before start; callbacks are then not used. Every event type is polled (gate, torrent,
+ * completion, retry, error, observation; dispatch on "type", ignore unknown ones). Gate and
+ * torrent events carry an "id" to be answered with dhtc_crawler_answer(); an unanswered gate
+ * takes metadata.gate_default after metadata.gate_timeout_millis, an unanswered torrent is
+ * answered DHTC_ANSWER_RETRY after the same time (it was not stored, so it is fetched again).
  */
 
 /** @brief Switches event delivery to polling. Before start. */
@@ -193,17 +241,18 @@ DHTC_API int dhtc_crawler_enable_polling(dhtc_crawler *c);
 /**
  * @brief Takes the next event, waiting up to `timeout_ms` (negative: no limit).
  * @param out_json the event envelope; free with dhtc_string_free().
- * @param out_info for "torrent" events the raw info dict (else NULL); free with dhtc_string_free().
+ * @param out_info for "torrent" events the raw info dict (else NULL); free with
+ *        dhtc_string_free((char *)...).
  * @param out_info_len its length (0 when none). out_info and out_info_len may be NULL.
  * @return DHTC_OK, or DHTC_ERR_TIMEOUT when no event came, or DHTC_ERR_STATE after shutdown
  *         once every event has been taken.
  */
-DHTC_API int dhtc_crawler_poll_event(dhtc_crawler *c, long long timeout_ms, char **out_json, char **out_info,
-                                     size_t *out_info_len);
+DHTC_API int dhtc_crawler_poll_event(dhtc_crawler *c, long long timeout_ms, char **out_json,
+                                     unsigned char **out_info, size_t *out_info_len);
 
-/** @brief Answers a gate or torrent event by its id (nonzero: accept). DHTC_ERR_NOT_FOUND
- *  when it was answered already or its time ran out. Any thread. */
-DHTC_API int dhtc_crawler_answer(dhtc_crawler *c, unsigned long long event_id, int accept);
+/** @brief Answers a gate (nonzero: fetch) or a torrent (a dhtc_answer) event by its id.
+ *  DHTC_ERR_NOT_FOUND when it was answered already or its time ran out. Any thread. */
+DHTC_API int dhtc_crawler_answer(dhtc_crawler *c, unsigned long long event_id, int answer);
 
 /* ---- Observation ------------------------------------------------------------------------------
  * Cheap, lock-free reads of relaxed counters; any thread, any time between create and

@@ -124,6 +124,8 @@ struct dhtc_crawler {
     void* torrent_data = nullptr;
     dhtc_event_fn completion = nullptr;
     void* completion_data = nullptr;
+    dhtc_event_fn retry = nullptr;
+    void* retry_data = nullptr;
     dhtc_event_fn error = nullptr;
     void* error_data = nullptr;
     dhtc_event_fn observation = nullptr;
@@ -223,7 +225,7 @@ dhtc::engine::app_callbacks dhtc_crawler::make_callbacks() {
     // Retry events share the completion callback: they tell what became of a round.
     cb.retry = [this](const dhtc::retry::retry_event& e) {
         if (polling) return push({retry_json(e), {}}, true);
-        if (completion) completion(retry_json(e).c_str(), completion_data);
+        if (retry) retry(retry_json(e).c_str(), retry_data);
     };
     cb.error = [this](const std::string& message) {
         if (polling) return push({error_json(message), {}}, true);
@@ -440,6 +442,15 @@ int dhtc_crawler_set_completion_callback(dhtc_crawler* c, dhtc_event_fn fn, void
     });
 }
 
+int dhtc_crawler_set_retry_callback(dhtc_crawler* c, dhtc_event_fn fn, void* user_data) {
+    return set_before_start(c, [&] {
+        c->retry = fn;
+        c->retry_data = user_data;
+    });
+}
+
+int dhtc_crawler_destroy_timeout(dhtc_crawler* c, long long) { return dhtc_crawler_destroy(c); }
+
 int dhtc_crawler_set_error_callback(dhtc_crawler* c, dhtc_event_fn fn, void* user_data) {
     return set_before_start(c, [&] {
         c->error = fn;
@@ -458,7 +469,7 @@ int dhtc_crawler_enable_polling(dhtc_crawler* c) {
     return set_before_start(c, [&] { c->polling = true; });
 }
 
-int dhtc_crawler_poll_event(dhtc_crawler* c, long long timeout_ms, char** out_json, char** out_info,
+int dhtc_crawler_poll_event(dhtc_crawler* c, long long timeout_ms, char** out_json, unsigned char** out_info,
                             size_t* out_info_len) {
     return guard([&] {
         require(c && out_json, "crawler or out_json is NULL");
@@ -481,21 +492,21 @@ int dhtc_crawler_poll_event(dhtc_crawler* c, long long timeout_ms, char** out_js
         lock.unlock();
         *out_json = copy_out(e.json);
         if (out_info && !e.info.empty()) {
-            *out_info = copy_out(e.info);
+            *out_info = reinterpret_cast<unsigned char*>(copy_out(e.info));
             if (out_info_len) *out_info_len = e.info.size();
         }
         return DHTC_OK;
     });
 }
 
-int dhtc_crawler_answer(dhtc_crawler* c, unsigned long long event_id, int accept) {
+int dhtc_crawler_answer(dhtc_crawler* c, unsigned long long event_id, int answer) {
     return guard([&] {
         require(c, "crawler is NULL");
         {
             std::lock_guard lock(c->m);
             const auto it = c->answers.find(event_id);
             if (it == c->answers.end() || it->second) fail(DHTC_ERR_NOT_FOUND, "no event awaits that id");
-            it->second = accept != 0;
+            it->second = answer != 0 && answer != DHTC_ANSWER_RETRY;
         }
         c->changed.notify_all();
         return DHTC_OK;

@@ -300,7 +300,7 @@ TEST_CASE("polling: gate and torrent events carry ids and are answered; completi
     std::string torrent_bytes;
     for (int i = 0; i < 50 && types.size() < 3; ++i) {
         char* json = nullptr;
-        char* info = nullptr;
+        unsigned char* info = nullptr;
         size_t len = 0;
         const int rc = dhtc_crawler_poll_event(c, 200, &json, &info, &len);
         if (rc == DHTC_ERR_TIMEOUT) continue;
@@ -317,11 +317,11 @@ TEST_CASE("polling: gate and torrent events carry ids and are answered; completi
             CHECK(dhtc_crawler_answer(c, ev.at("id"), 1) == DHTC_ERR_NOT_FOUND);
         }
         if (ev.at("type") == "torrent") {
-            torrent_bytes.assign(info, len);
+            torrent_bytes.assign(reinterpret_cast<const char*>(info), len);
             CHECK(ev.at("torrent").at("info_hash") == peer.info_hash().hex());
         }
         if (ev.at("type") == "completion") CHECK(ev.at("outcome") == "accepted");
-        dhtc_string_free(info);
+        dhtc_string_free(reinterpret_cast<char*>(info));
     }
     CHECK(types == std::vector<std::string>{"gate", "torrent", "completion"});
     CHECK(torrent_bytes == peer.info_dict());
