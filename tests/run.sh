@@ -242,8 +242,9 @@ stage_sanitize() {
   ensure_pg
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
        -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF; then
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_ctest_suite "$out/asan" asan
+    # The lifecycle matrix: 42 cycles per combination is 1,128 create-to-destroy cycles.
+    DHTC_LIFECYCLE_CYCLES=42 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest_suite "$out/asan" asan
   else
     failed=$((failed + 1)); failures+=("sanitizer build failed")
   fi
@@ -252,13 +253,13 @@ stage_sanitize() {
 stage_tsan() {
   note "ThreadSanitizer build of the multi-threaded tests"
   local dir=$out/tsan
-  local targets=(capi_contract test_snapshot test_pipeline test_retry_scheduler)
+  local targets=(capi_contract capi_lifecycle test_snapshot test_pipeline test_retry_scheduler)
   if cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_SANITIZE=thread \
         -DDHTC_BUILD_EXAMPLES=OFF -DDHTC_BUILD_BENCH=OFF >/dev/null &&
      cmake --build "$dir" -j "$jobs" --target "${targets[@]}"; then
     # Only what was built: the other tests would be reported as not found.
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline|unit\.test_retry_scheduler)$'
+    DHTC_LIFECYCLE_CYCLES=12 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      run_ctest "$dir" tsan -R '^(capi\.contract|capi\.lifecycle|unit\.test_snapshot|unit\.test_pipeline|unit\.test_retry_scheduler)$'
   else
     failed=$((failed + 1)); failures+=("tsan build failed")
   fi
