@@ -157,9 +157,8 @@ stage_python() {
     failed=$((failed + 1)); failures+=("python: pip install . failed"); return
   fi
   # The test network program from the release build, until the wheel carries its own.
-  local testnet
-  testnet=$(find "$out/release" -name dhtcrawler-testnet -type f -perm -u+x 2>/dev/null | head -1)
-  if [ -n "$testnet" ] && [ -z "${DHTCRAWLER_TESTNET:-}" ]; then export DHTCRAWLER_TESTNET=$testnet; fi
+  local testnet=$out/release/tools/testnet/dhtcrawler-testnet
+  if [ -x "$testnet" ] && [ -z "${DHTCRAWLER_TESTNET:-}" ]; then export DHTCRAWLER_TESTNET=$testnet; fi
   PATH="$venv/bin:$PATH" run_pytest python "$venv/bin/python" tests/python
 }
 
@@ -173,7 +172,7 @@ stage_java() {
   # The crawl test needs the loopback test network; it is built with the library when present.
   if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -q '^dhtcrawler-testnet:'; then
     cmake --build "$dir" -j "$jobs" --target dhtcrawler-testnet &&
-      export DHTCRAWLER_TESTNET=$(find "$dir" -type f -name dhtcrawler-testnet -perm -u+x | head -1)
+      export DHTCRAWLER_TESTNET=$dir/tools/testnet/dhtcrawler-testnet
   fi
   if [ ! -f "$dir/java/native/libdhtcrawler_jni.so" ] || [ ! -f "$dir/java/generated/dev/dhtcrawler/internal/DhtcNative.java" ]; then
     failed=$((failed + 1)); failures+=("java: the native build left no JNI library or generated sources in $dir/java"); return
@@ -216,7 +215,7 @@ stage_go() {
   fi
   "$go" version
   # The crawl test needs the loopback test network; build it when the tree has it.
-  local testnet=${DHTCRAWLER_TESTNET:-$build/tests/testnet/dhtcrawler-testnet}
+  local testnet=${DHTCRAWLER_TESTNET:-$build/tools/testnet/dhtcrawler-testnet}
   if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'dhtcrawler-testnet'; then
     cmake --build "$build" -j "$jobs" --target dhtcrawler-testnet
   fi
