@@ -276,7 +276,7 @@ private:
 
     [[noreturn]] static void raise_state(const char* message) {
         PyErr_SetObject(native_error_type.ptr(),
-                        py::make_tuple(DHTC_ERR_STATE, std::string(dhtc_status_name(DHTC_ERR_STATE)),
+                        py::make_tuple(static_cast<int>(DHTC_ERR_STATE), std::string(dhtc_status_name(DHTC_ERR_STATE)),
                                        std::string(message))
                             .ptr());
         throw py::error_already_set();
