@@ -327,7 +327,7 @@ public:
         int status = DHTC_OK;
         {
             py::gil_scoped_release release;
-            status = dhtc_crawler_shutdown(u.c);
+            status = request_shutdown(u.c);
         }
         check(status);
     }
@@ -351,7 +351,7 @@ public:
                 closing_ = true;
                 c = crawler_;
             }
-            dhtc_crawler_shutdown(c); // ends the waits and polls of other threads
+            request_shutdown(c); // ends the waits and polls of other threads
             {
                 std::unique_lock lock(m_);
                 changed_.wait(lock, [&] { return users_ == 0; });
@@ -393,6 +393,17 @@ public:
 
 private:
     static constexpr long long signal_slice_ms = 20;
+
+    // dhtc_crawler_shutdown(), but never two at once from this binding: while one thread's
+    // request is in the library, another one returns at once (the stop is requested already).
+    // A library whose shutdown still blocks and joins its threads must not be entered twice
+    // concurrently (two joins of one thread hang), and destroy waits for that first call
+    // anyway (it is a use of the handle). Called without the GIL.
+    int request_shutdown(dhtc_crawler* c) {
+        std::unique_lock lock(shutdown_m_, std::try_to_lock);
+        if (!lock.owns_lock()) return DHTC_OK;
+        return dhtc_crawler_shutdown(c);
+    }
 
     // A call's hold on the handle. With `required`, a closed (or closing) crawler raises
     // StateError; without, `c` is then NULL.
@@ -437,6 +448,7 @@ private:
     }
 
     std::mutex m_;
+    std::mutex shutdown_m_; // held while a dhtc_crawler_shutdown() of this binding runs
     std::condition_variable changed_;
     dhtc_crawler* crawler_ = nullptr; // NULL once destroyed
     int users_ = 0;                   // calls holding the handle
