@@ -471,7 +471,7 @@ PYBIND11_MODULE(_native, m) {
         PyErr_NewException("dhtcrawler._native.NativeError", PyExc_RuntimeError, nullptr));
     m.attr("NativeError") = native_error_type;
 
-    m.attr("ABI_VERSION") = DHTC_ABI_VERSION;
+    m.attr("ABI_VERSION") = static_cast<int>(DHTC_ABI_VERSION);
     m.attr("OK") = static_cast<int>(DHTC_OK);
     m.attr("ERR_INVALID_ARGUMENT") = static_cast<int>(DHTC_ERR_INVALID_ARGUMENT);
     m.attr("ERR_INVALID_JSON") = static_cast<int>(DHTC_ERR_INVALID_JSON);
