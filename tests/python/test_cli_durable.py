@@ -42,9 +42,11 @@ class FailsOnce:
 def retry_options(kind: str, tmp_path: Path) -> dict:
     if kind == "none":
         return {"store": {"kind": "none"}}
-    # A fresh sighting of a dormant hash makes it due at once, so the re-announce fetches it.
+    # Due again a second after the failed round (not 90 s), and a fresh sighting of a dormant
+    # hash makes it due at once: the retry or the re-announce fetches it.
     return {"store": {"kind": "sqlite", "path": str(tmp_path / "retry.sqlite")},
-            "policy": {"reactivation_percent": 0, "reactivation_min_secs": 0}}
+            "policy": {"ladder_secs": [1], "jitter_percent": 0, "reactivation_percent": 0,
+                       "reactivation_min_secs": 0}}
 
 
 @pytest.mark.parametrize("store_kind", ["none", "sqlite"])
