@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import sys
 import threading
 from datetime import datetime, timezone
@@ -340,32 +341,50 @@ class PostgresSink:
 
 class JsonlSink:
     """Writes each torrent's JSON form (with ``peer`` and ``discovered_at``) as one line,
-    flushed per line. ``"-"`` is standard output; a file is appended to."""
+    flushed per line. ``"-"`` is standard output; a file is appended to, unbuffered, and a
+    line that could not be written whole (disk full) is cut off again, so the file never
+    holds a torn line of a torrent that was not stored."""
 
     def __init__(self, target: str) -> None:
         self.target = target
         self._lock = threading.Lock()
-        self._owned: Optional[IO[str]] = None
-        if target == "-":
-            self._stream: IO[str] = sys.stdout
-        else:
-            self._owned = open(target, "a", encoding="utf-8")
-            self._stream = self._owned
+        self._owned: Optional[IO[bytes]] = None
+        self._stream: IO[str] = sys.stdout
+        if target != "-":
+            self._owned = open(target, "ab", buffering=0)
         self.written = 0
 
     def add(self, torrent: Torrent) -> None:
         # The library's text is already one compact line; anything else is re-encoded.
         line = torrent.json if torrent.json and "\n" not in torrent.json else _dumps(torrent)
         with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            if self._owned is None:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            else:
+                self._append((line + "\n").encode("utf-8"))
             self.written += 1
+
+    def _append(self, data: bytes) -> None:
+        assert self._owned is not None
+        fd = self._owned.fileno()
+        size = os.fstat(fd).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            try:
+                os.ftruncate(fd, size)  # the part written, if any, goes again
+            except OSError:
+                pass  # not a regular file
+            raise
 
     def close(self) -> None:
         with self._lock:
             if self._owned is not None:
-                self._owned.flush()
-                os.fsync(self._owned.fileno())
+                if stat.S_ISREG(os.fstat(self._owned.fileno()).st_mode):
+                    os.fsync(self._owned.fileno())
                 self._owned.close()
                 self._owned = None
             else:
