@@ -290,11 +290,25 @@ func (c *Crawler) stopRequested() bool {
 	}
 }
 
-// Close shuts the crawler down, waits for Run to return, frees the library's side and
-// closes the Torrents channel. After it returns no callback runs. Idempotent; concurrent
-// calls wait for the first. Inside a callback it shuts down and returns a DHTC_ERR_STATE
-// error: close from the host's goroutine after the callback returned.
-func (c *Crawler) Close() error {
+// Close shuts the crawler down, waits for Run to return and for a callback that is
+// running, frees the library's side (dhtc_crawler_destroy) and closes the Torrents
+// channel. After it returns no callback runs and nothing of the library runs. Idempotent;
+// concurrent calls wait for the first. Inside a callback it shuts down and returns a
+// DHTC_ERR_STATE error: close from the host's goroutine after the callback returned.
+func (c *Crawler) Close() error { return c.close(cDestroy) }
+
+// CloseTimeout is Close waiting at most d for a callback that is still running
+// (dhtc_crawler_destroy_timeout). When the callback has not returned by then it returns an
+// error matching ErrTimeout: the crawler is shut down but not closed (Stats still work);
+// call Close or CloseTimeout again later.
+func (c *Crawler) CloseTimeout(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return c.close(func(p *C.dhtc_crawler) error { return cDestroyTimeout(p, d.Milliseconds()) })
+}
+
+func (c *Crawler) close(destroy func(*C.dhtc_crawler) error) error {
 	_ = c.Shutdown()
 	if c.inCallback() {
 		return stateError("Close inside a callback; call Shutdown there and Close afterwards")
@@ -307,9 +321,8 @@ func (c *Crawler) Close() error {
 	if c.runDone != nil {
 		<-c.runDone // Run needs no lock to return
 	}
-	err := cDestroy(c.ptr)
-	if err != nil {
-		return err // the crawler stays usable; nothing was freed
+	if err := destroy(c.ptr); err != nil {
+		return err // the crawler stays valid; nothing was freed
 	}
 	c.closed = true // ptr stays as it was; nothing reads it once closed
 	if c.handle != 0 {

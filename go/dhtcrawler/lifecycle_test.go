@@ -306,3 +306,55 @@ func lifecycleRound(t *testing.T, retry map[string]any, how string) {
 			buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// CloseTimeout while a callback is still running: ErrTimeout leaves the crawler shut down
+// but open; a later Close closes it once the callback returned.
+func TestCloseTimeoutWhileACallbackRuns(t *testing.T) {
+	peer := newSilentPeer(t)
+	client := newAnnouncer(t)
+	inGate, released := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(released) }) }
+	t.Cleanup(release) // a failed test lets the gate go, so its crawler can wind down
+	c, err := dhtcrawler.New(loopbackOptions(), dhtcrawler.WithGate(func(string) bool {
+		once.Do(func() { close(inGate); <-released })
+		return true
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(context.Background()) }()
+	port := udpPort(t, c)
+	go func() { _ = client.announce(port, hashOf(int(hashBase.Add(1))), peer.port()) }()
+	select {
+	case <-inGate:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gate did not run")
+	}
+	// Shutdown does not wait for the gate, and Run returns (the library's shutdown is
+	// non-blocking).
+	bounded(t, "Shutdown while a callback runs", 5*time.Second, func() { _ = c.Shutdown() })
+	bounded(t, "Run after Shutdown while a callback runs", 5*time.Second, func() {
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	err = c.CloseTimeout(100 * time.Millisecond)
+	if !errors.Is(err, dhtcrawler.ErrTimeout) {
+		release()
+		t.Fatalf("CloseTimeout while the gate runs: %v", err)
+	}
+	if _, err := c.Stats(); err != nil {
+		t.Errorf("Stats after CloseTimeout timed out: %v", err)
+	}
+	release()
+	bounded(t, "Close", 10*time.Second, func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if _, err := c.Stats(); !errors.Is(err, dhtcrawler.ErrClosed) {
+		t.Errorf("Stats after Close: %v", err)
+	}
+}
