@@ -218,7 +218,8 @@ func optionsJSON(options any) (string, error) {
 // library's bounded queues apply their back-pressure (fetches wait; observations are
 // dropped and counted). Nothing is dropped silently: a torrent is acknowledged to the
 // library only once it is in the channel. After Shutdown a torrent that finds the channel
-// full is rejected instead (its completion says "delivery_rejected").
+// full is answered AnswerRetry instead (its completion says "sink_failed"; it was not
+// taken, so it is fetched again).
 func (c *Crawler) Torrents() <-chan *Torrent { return c.torrents }
 
 // Run starts the crawler and blocks until it is shut down: by ctx being cancelled, by
@@ -266,13 +267,17 @@ func (c *Crawler) Run(ctx context.Context) error {
 	return err
 }
 
-// Shutdown stops crawling and fetching and makes Run return. Idempotent, callable from any
-// goroutine and from inside a callback; a shut-down crawler cannot run again.
+// Shutdown stops crawling and fetching and makes Run return. It only requests the stop and
+// returns without waiting for a running callback (Close waits for that). Idempotent, callable
+// from any goroutine, from a signal handler's goroutine and from inside a callback, also
+// concurrently with itself and with Close (it then may return ErrClosed); a shut-down
+// crawler cannot run again.
 func (c *Crawler) Shutdown() error {
 	c.stopOnce.Do(func() { close(c.stopping) })
 	return c.withPtr(func(p *C.dhtc_crawler) error {
-		// A callback runs after start, and the library's shutdown from another
-		// goroutine may be waiting for that very callback: it must not wait for the lock.
+		// lifecycle keeps a start from overlapping a shutdown. A callback runs after
+		// start, so it needs no lock, and must not take it: a library whose shutdown
+		// waits for callbacks would deadlock against a Shutdown on another goroutine.
 		if !c.inCallback() {
 			c.lifecycle.Lock()
 			defer c.lifecycle.Unlock()
