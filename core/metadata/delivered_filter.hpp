@@ -5,10 +5,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
-#include "util/slot_index.hpp"
 #include "net/clock.hpp"
+#include "util/expiring_set.hpp"
 #include "util/id20.hpp"
 #include "util/siphash.hpp"
 
@@ -24,11 +23,10 @@ struct delivered_filter_options {
 ///
 /// Keys are info hashes: the caller inserts both keys of a hybrid torrent (the v1 hash and
 /// the v2 hash truncated to 20 bytes), so an announce under either one is recognised.
-/// Entries sit in a ring in insertion order beside a keyed hash index (info hashes are
-/// chosen by announcers). Re-inserting a present key changes nothing: the period runs from
-/// the first delivery, which keeps the ring in time order. When full, the oldest entry is
-/// evicted and counted; expired entries are purged from the old end a few per insert, and
-/// contains() checks the age itself. Disabled (capacity 0 or period 0): contains() is
+/// An expiring_set (util/expiring_set.hpp) with a keyed hash (info hashes are chosen by
+/// announcers). Re-inserting a present key changes nothing: the period runs from the first
+/// delivery, which keeps the ring in time order. When full, the oldest entry is evicted and
+/// counted. Disabled (capacity 0 or period 0): contains() is
 /// always false and insert() does nothing.
 ///
 /// Times must not go backwards; if they do, nothing breaks, but purging lags until time
@@ -37,48 +35,36 @@ class delivered_filter {
 public:
     explicit delivered_filter(delivered_filter_options options = {});
 
-    bool enabled() const noexcept { return capacity_ != 0; }
+    bool enabled() const noexcept { return set_.enabled(); }
     /// True when `key` was inserted less than a period before `now`.
-    bool contains(const id20& key, time_point now) const;
+    bool contains(const id20& key, time_point now) const { return set_.contains(key, now); }
     /// Records a delivery under `key` at `now`. True when it was not already present.
-    bool insert(const id20& key, time_point now);
+    bool insert(const id20& key, time_point now) { return set_.insert(key, now) == expiring_insert::added; }
+    /// Takes `key` back out (say, the application could not store the torrent, so the next
+    /// announce should fetch it again). True when it was held, expired or not.
+    bool erase(const id20& key) { return set_.erase(key); }
     /// Purges up to `max` expired entries; returns how many.
-    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1));
-    void clear() noexcept;
+    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1)) { return set_.purge(now, max); }
+    void clear() noexcept { set_.clear(); }
 
     /// Entries held, expired ones not yet purged included.
-    std::size_t size() const noexcept { return live_; }
+    std::size_t size() const noexcept { return set_.size(); }
     /// 0 when disabled.
-    std::size_t capacity() const noexcept { return capacity_; }
-    std::chrono::seconds period() const noexcept { return period_; }
+    std::size_t capacity() const noexcept { return set_.capacity(); }
+    std::chrono::seconds period() const noexcept { return set_.ttl(); }
     /// Entries pushed out by a full filter before their period ended.
-    std::uint64_t evicted() const noexcept { return evicted_; }
+    std::uint64_t evicted() const noexcept { return set_.evicted(); }
     /// Entries dropped after their period ended.
-    std::uint64_t expired() const noexcept { return expired_; }
-    std::size_t memory_bytes() const noexcept;
+    std::uint64_t expired() const noexcept { return set_.expired(); }
+    std::size_t memory_bytes() const noexcept { return set_.memory_bytes(); }
 
 private:
-    struct slot {
-        id20 key;
-        bool live = false; // false: retired (re-inserted after expiry) or dropped
-        time_point at{};
+    struct hash {
+        std::uint64_t operator()(const siphash_key& k, const id20& key) const noexcept {
+            return siphash24(k, key.view());
+        }
     };
-
-    std::uint64_t hash_of(const id20& key) const noexcept { return siphash24(key_, key.view()); }
-    std::uint32_t find(const id20& key, std::uint64_t h) const;
-    bool expired_at(const slot& s, time_point now) const noexcept { return now - s.at >= period_; }
-    void drop_head() noexcept;
-
-    std::chrono::seconds period_;
-    std::size_t capacity_;
-    siphash_key key_;
-    std::unique_ptr<slot[]> slots_;
-    detail::slot_index index_;
-    std::size_t head_ = 0;
-    std::size_t count_ = 0; // ring slots in use, retired ones included
-    std::size_t live_ = 0;
-    std::uint64_t evicted_ = 0;
-    std::uint64_t expired_ = 0;
+    expiring_set<id20, hash> set_;
 };
 
 } // namespace dhtc::metadata
