@@ -5,7 +5,7 @@
 namespace dhtc::crawl {
 
 recent_probes::recent_probes(recent_probes_options options)
-    : set_({.capacity = std::clamp<std::size_t>(options.capacity, 1, decltype(set_)::max_capacity),
+    : base({.capacity = std::clamp<std::size_t>(options.capacity, 1, base::max_capacity),
             .ttl = options.ttl,
             .repeat = expiring_repeat::refresh,
             .hash_seed = options.hash_seed}) {}

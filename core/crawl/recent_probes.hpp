@@ -30,32 +30,23 @@ struct recent_probes_options {
 /// but purging may lag until time catches up.
 ///
 /// Thread rules: single owner. No allocation after construction.
-class recent_probes {
+class recent_probes : private expiring_set<endpoint, expiring_endpoint_hash> {
+    using base = expiring_set<endpoint, expiring_endpoint_hash>;
+
 public:
     explicit recent_probes(recent_probes_options options = {});
 
     /// True when `ep` (canonical form) was inserted less than ttl before `now`.
-    bool contains(const endpoint& ep, time_point now) const { return set_.contains(canonical(ep), now); }
+    bool contains(const endpoint& ep, time_point now) const { return base::contains(canonical(ep), now); }
     /// Records a probe of `ep` at `now`. True when it was not present (or had expired).
     bool insert(const endpoint& ep, time_point now) {
-        return set_.insert(canonical(ep), now) == expiring_insert::added;
+        return base::insert(canonical(ep), now) == expiring_insert::added;
     }
-    /// Purges up to `max` expired entries; returns how many.
-    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1)) { return set_.purge(now, max); }
-    void clear() noexcept { set_.clear(); }
-
-    /// Entries held (including expired ones not purged yet).
-    std::size_t size() const noexcept { return set_.size(); }
-    std::size_t capacity() const noexcept { return set_.capacity(); }
-    std::chrono::seconds ttl() const noexcept { return set_.ttl(); }
-    /// Entries pushed out by a full set before they expired.
-    std::uint64_t evicted() const noexcept { return set_.evicted(); }
-    /// Entries dropped after expiry.
-    std::uint64_t expired() const noexcept { return set_.expired(); }
-    std::size_t memory_bytes() const noexcept { return set_.memory_bytes(); }
-
-private:
-    expiring_set<endpoint, expiring_endpoint_hash> set_;
+    /// purge(now, max), clear(), size() (expired entries not yet purged included),
+    /// capacity(), ttl(), evicted() (pushed out by a full set before they expired),
+    /// expired() and memory_bytes(): as in expiring_set.
+    using base::purge, base::clear, base::size, base::capacity, base::ttl, base::evicted, base::expired,
+        base::memory_bytes;
 };
 
 } // namespace dhtc::crawl

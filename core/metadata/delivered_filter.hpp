@@ -31,40 +31,33 @@ struct delivered_filter_options {
 ///
 /// Times must not go backwards; if they do, nothing breaks, but purging lags until time
 /// catches up. Thread rules: single owner. No allocation after construction.
-class delivered_filter {
+// The key types of the expiring set below (a namespace of their own: a nested type cannot
+// name the base class it is the key of).
+namespace ring_keys {
+struct info_hash_key_hash {
+    std::uint64_t operator()(const siphash_key& k, const id20& key) const noexcept { return siphash24(k, key.view()); }
+};
+} // namespace ring_keys
+
+class delivered_filter : private expiring_set<id20, ring_keys::info_hash_key_hash> {
+    using base = expiring_set<id20, ring_keys::info_hash_key_hash>;
+
 public:
     explicit delivered_filter(delivered_filter_options options = {});
 
-    bool enabled() const noexcept { return set_.enabled(); }
     /// True when `key` was inserted less than a period before `now`.
-    bool contains(const id20& key, time_point now) const { return set_.contains(key, now); }
+    bool contains(const id20& key, time_point now) const { return base::contains(key, now); }
     /// Records a delivery under `key` at `now`. True when it was not already present.
-    bool insert(const id20& key, time_point now) { return set_.insert(key, now) == expiring_insert::added; }
+    bool insert(const id20& key, time_point now) { return base::insert(key, now) == expiring_insert::added; }
     /// Takes `key` back out (say, the application could not store the torrent, so the next
     /// announce should fetch it again). True when it was held, expired or not.
-    bool erase(const id20& key) { return set_.erase(key); }
-    /// Purges up to `max` expired entries; returns how many.
-    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1)) { return set_.purge(now, max); }
-    void clear() noexcept { set_.clear(); }
-
-    /// Entries held, expired ones not yet purged included.
-    std::size_t size() const noexcept { return set_.size(); }
-    /// 0 when disabled.
-    std::size_t capacity() const noexcept { return set_.capacity(); }
-    std::chrono::seconds period() const noexcept { return set_.ttl(); }
-    /// Entries pushed out by a full filter before their period ended.
-    std::uint64_t evicted() const noexcept { return set_.evicted(); }
-    /// Entries dropped after their period ended.
-    std::uint64_t expired() const noexcept { return set_.expired(); }
-    std::size_t memory_bytes() const noexcept { return set_.memory_bytes(); }
-
-private:
-    struct hash {
-        std::uint64_t operator()(const siphash_key& k, const id20& key) const noexcept {
-            return siphash24(k, key.view());
-        }
-    };
-    expiring_set<id20, hash> set_;
+    using base::erase;
+    std::chrono::seconds period() const noexcept { return base::ttl(); }
+    /// enabled(), purge(now, max), clear(), size() (expired entries not yet purged
+    /// included), capacity() (0 when disabled), evicted() (pushed out by a full filter
+    /// before their period ended), expired() and memory_bytes(): as in expiring_set.
+    using base::enabled, base::purge, base::clear, base::size, base::capacity, base::evicted, base::expired,
+        base::memory_bytes;
 };
 
 } // namespace dhtc::metadata

@@ -39,46 +39,41 @@ struct peer_failure_cache_options {
 ///
 /// Times must not go backwards; if they do, nothing breaks, but purging lags until time
 /// catches up. Thread rules: single owner. No allocation after construction.
-class peer_failure_cache {
+// The key types of the expiring set below (a namespace of their own: a nested type cannot
+// name the base class it is the key of).
+namespace ring_keys {
+/// A canonical endpoint in 19 bytes: ip_address::raw() (v4 in the first 4 bytes, zeros
+/// after), the port big-endian, and the family (which keeps 1.2.3.4 apart from the v6
+/// address 0102:0304::, both with the same 16 raw bytes).
+struct peer_key {
+    std::uint8_t b[19];
+    bool operator==(const peer_key&) const = default;
+};
+struct peer_key_hash {
+    std::uint64_t operator()(const siphash_key& k, const peer_key& p) const noexcept;
+};
+using peer_failure_set = expiring_set<peer_key, peer_key_hash, expiring_no_value, narrow_stamps>;
+static_assert(sizeof(peer_failure_set::slot) == 24);
+} // namespace ring_keys
+
+class peer_failure_cache : private ring_keys::peer_failure_set {
+    using base = ring_keys::peer_failure_set;
+
 public:
     explicit peer_failure_cache(peer_failure_cache_options options = {});
 
-    bool enabled() const noexcept { return set_.enabled(); }
     /// True when `ep` failed less than ttl before `now`.
-    bool contains(const endpoint& ep, time_point now) const { return set_.contains(key_of(ep), now); }
+    bool contains(const endpoint& ep, time_point now) const { return base::contains(key_of(ep), now); }
     /// Records a failure of `ep` at `now`. True when it was not already present.
-    bool insert(const endpoint& ep, time_point now) { return set_.insert(key_of(ep), now) == expiring_insert::added; }
-    /// Purges up to `max` expired entries; returns how many.
-    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1)) { return set_.purge(now, max); }
-    void clear() noexcept { set_.clear(); }
-
-    /// Entries held, expired ones not yet purged included.
-    std::size_t size() const noexcept { return set_.size(); }
-    /// 0 when disabled.
-    std::size_t capacity() const noexcept { return set_.capacity(); }
-    std::chrono::seconds ttl() const noexcept { return set_.ttl(); }
-    /// Entries pushed out by a full cache before they expired.
-    std::uint64_t evicted() const noexcept { return set_.evicted(); }
-    /// Entries dropped after they expired.
-    std::uint64_t expired() const noexcept { return set_.expired(); }
-    std::size_t memory_bytes() const noexcept { return set_.memory_bytes(); }
+    bool insert(const endpoint& ep, time_point now) { return base::insert(key_of(ep), now) == expiring_insert::added; }
+    /// enabled(), purge(now, max), clear(), size() (expired entries not yet purged
+    /// included), capacity() (0 when disabled), ttl(), evicted() (pushed out by a full
+    /// cache before they expired), expired() and memory_bytes(): as in expiring_set.
+    using base::enabled, base::purge, base::clear, base::size, base::capacity, base::ttl, base::evicted,
+        base::expired, base::memory_bytes;
 
 private:
-    /// A canonical endpoint in 19 bytes: ip_address::raw() (v4 in the first 4 bytes, zeros
-    /// after), the port big-endian, and the family (which keeps 1.2.3.4 apart from the v6
-    /// address 0102:0304::, both with the same 16 raw bytes).
-    struct key {
-        std::uint8_t b[19];
-        bool operator==(const key&) const = default;
-    };
-    struct hash {
-        std::uint64_t operator()(const siphash_key& k, const key& p) const noexcept;
-    };
-    static key key_of(const endpoint& ep) noexcept;
-
-    using set_type = expiring_set<key, hash, expiring_no_value, narrow_stamps>;
-    static_assert(sizeof(set_type::slot) == 24);
-    set_type set_;
+    static ring_keys::peer_key key_of(const endpoint& ep) noexcept;
 };
 
 } // namespace dhtc::metadata
