@@ -19,18 +19,6 @@ struct delivered_filter_options {
     std::uint64_t hash_seed = 0;      ///< 0: random (tests pass a fixed one)
 };
 
-/// A bounded set of 20-byte keys with a TTL.
-///
-/// Keys are info hashes: the caller inserts both keys of a hybrid torrent (the v1 hash and
-/// the v2 hash truncated to 20 bytes), so an announce under either one is recognised.
-/// An expiring_set (util/expiring_set.hpp) with a keyed hash (info hashes are chosen by
-/// announcers). Re-inserting a present key changes nothing: the period runs from the first
-/// delivery, which keeps the ring in time order. When full, the oldest entry is evicted and
-/// counted. Disabled (capacity 0 or period 0): contains() is
-/// always false and insert() does nothing.
-///
-/// Times must not go backwards; if they do, nothing breaks, but purging lags until time
-/// catches up. Thread rules: single owner. No allocation after construction.
 // The key types of the expiring set below (a namespace of their own: a nested type cannot
 // name the base class it is the key of).
 namespace ring_keys {
@@ -39,6 +27,18 @@ struct info_hash_key_hash {
 };
 } // namespace ring_keys
 
+/// A bounded set of 20-byte keys with a TTL.
+///
+/// Keys are info hashes: the caller inserts both keys of a hybrid torrent (the v1 hash and
+/// the v2 hash truncated to 20 bytes), so an announce under either one is recognised.
+/// An expiring_set (util/expiring_set.hpp) with a keyed hash (info hashes are chosen by
+/// announcers). Re-inserting a present key changes nothing: the period runs from the first
+/// delivery, which keeps the ring in time order. When full, the oldest entry is evicted and
+/// counted. Disabled (capacity 0 or period 0): contains() is always false and insert()
+/// does nothing.
+///
+/// Times must not go backwards; if they do, nothing breaks, but purging lags until time
+/// catches up. Thread rules: single owner. No allocation after construction.
 class delivered_filter : private expiring_set<id20, ring_keys::info_hash_key_hash> {
     using base = expiring_set<id20, ring_keys::info_hash_key_hash>;
 
@@ -46,7 +46,7 @@ public:
     explicit delivered_filter(delivered_filter_options options = {});
 
     /// True when `key` was inserted less than a period before `now`.
-    bool contains(const id20& key, time_point now) const { return base::contains(key, now); }
+    using base::contains;
     /// Records a delivery under `key` at `now`. True when it was not already present.
     bool insert(const id20& key, time_point now) { return base::insert(key, now) == expiring_insert::added; }
     /// Takes `key` back out (say, the application could not store the torrent, so the next

@@ -20,25 +20,6 @@ struct peer_failure_cache_options {
     std::uint64_t hash_seed = 0;    ///< 0: random (tests pass a fixed one)
 };
 
-/// A bounded set of endpoints (full IP + port) with a TTL.
-///
-/// An expiring_set (util/expiring_set.hpp) with a keyed hash (endpoints are chosen by
-/// whoever announces them) and 32-bit millisecond stamps (narrow_stamps). The caller inserts only timeouts and connect failures.
-/// Inserting an endpoint already present (and unexpired) changes nothing: its TTL runs from
-/// the first failure, which keeps the ring in time order without leaving holes. When full,
-/// the oldest entry is evicted and counted; expired entries are purged from the old end a
-/// few per insert, and contains() checks the age itself, so an expired entry not yet purged
-/// is already absent. Endpoints are keyed on their canonical form (::ffff:a.b.c.d is a.b.c.d).
-///
-/// Memory: 24 bytes per slot (address, port, family, live flag, and a 32-bit millisecond
-/// offset from a base that insert() moves forward about every 24 days) plus a 4-byte index bucket per
-/// 0.8 slot: about 5.8 MB at the default capacity. Times have millisecond resolution.
-///
-/// Disabled (capacity 0 or ttl 0): contains() is always false, insert() does nothing, and
-/// nothing is allocated.
-///
-/// Times must not go backwards; if they do, nothing breaks, but purging lags until time
-/// catches up. Thread rules: single owner. No allocation after construction.
 // The key types of the expiring set below (a namespace of their own: a nested type cannot
 // name the base class it is the key of).
 namespace ring_keys {
@@ -56,6 +37,26 @@ using peer_failure_set = expiring_set<peer_key, peer_key_hash, expiring_no_value
 static_assert(sizeof(peer_failure_set::slot) == 24);
 } // namespace ring_keys
 
+/// A bounded set of endpoints (full IP + port) with a TTL.
+///
+/// An expiring_set (util/expiring_set.hpp) with a keyed hash (endpoints are chosen by
+/// whoever announces them) and 32-bit millisecond stamps (narrow_stamps). The caller
+/// inserts only timeouts and connect failures. Inserting an endpoint already present (and
+/// unexpired) changes nothing: its TTL runs from the first failure, which keeps the ring in
+/// time order without leaving holes. When full, the oldest entry is evicted and counted;
+/// expired entries are purged from the old end a few per insert, and contains() checks the
+/// age itself, so an expired entry not yet purged is already absent. Endpoints are keyed on
+/// their canonical form (::ffff:a.b.c.d is a.b.c.d).
+///
+/// Memory: 24 bytes per slot (address, port, family, live flag, and a 32-bit millisecond
+/// offset from a base that insert() moves forward about every 24 days) plus a 4-byte index
+/// bucket per 0.8 slot: about 5.8 MB at the default capacity. Times have millisecond resolution.
+///
+/// Disabled (capacity 0 or ttl 0): contains() is always false, insert() does nothing, and
+/// nothing is allocated.
+///
+/// Times must not go backwards; if they do, nothing breaks, but purging lags until time
+/// catches up. Thread rules: single owner. No allocation after construction.
 class peer_failure_cache : private ring_keys::peer_failure_set {
     using base = ring_keys::peer_failure_set;
 
