@@ -90,7 +90,7 @@ struct app {
 
 struct rig {
     app a;
-    steady_clock_source clock;
+    manual_clock clock; ///< the pipeline's bookkeeping (filters, caches, queues) moves only when told
     api::event_delivery delivery{api::delivery_options{1024, 1024}};
     metadata::pipeline pipe;
 
@@ -112,9 +112,10 @@ struct rig {
         o.bind_v4 = ip_address::parse("127.0.0.1");
         return o;
     }
+    // Each offer is a millisecond after the last on the pipeline's clock, so "freshest" is defined.
     void offer(const id20& h, const endpoint& peer) {
-        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce,
-                                                          std::chrono::steady_clock::now()}));
+        clock.advance(std::chrono::milliseconds(1));
+        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce, clock.now()}));
     }
     // Waits (bounded) until `n` completions arrived.
     bool wait_completions(std::size_t n, std::chrono::seconds limit = 15s) {
@@ -323,6 +324,23 @@ TEST_CASE("a torrent delivered recently is not fetched again") {
     CHECK(r.a.completions.size() == 1);
     CHECK(r.pipe.counters().already_delivered.load() == 1);
     CHECK(peer.conversations().size() == 1);
+}
+
+TEST_CASE("once the delivered filter's period has passed on the pipeline's clock, a torrent is fetched again") {
+    test::fake_peer peer(fixture("v1_single"));
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.clock.advance(std::chrono::hours(23)); // within the day: still delivered
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    std::this_thread::sleep_for(100ms);
+    CHECK(r.a.completion_count() == 1);
+    r.clock.advance(std::chrono::hours(2)); // past it, without waiting a day
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    CHECK(r.a.torrents.size() == 2);
+    CHECK(peer.conversations().size() == 2);
 }
 
 TEST_CASE("a hybrid reached under both keys is delivered once") {
