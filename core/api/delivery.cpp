@@ -189,8 +189,10 @@ void event_delivery::run_pull(std::unique_lock<std::mutex>& lock) {
         auto first = awaited_.begin();
         for (auto it = awaited_.begin(); it != awaited_.end(); ++it)
             if (it->second.deadline < first->second.deadline) first = it;
-        if (std::chrono::steady_clock::now() < first->second.deadline) {
-            wake_.wait_until(lock, first->second.deadline);
+        // A copy: the entry may be answered (and erased) while this thread waits.
+        const auto deadline = first->second.deadline;
+        if (std::chrono::steady_clock::now() < deadline) {
+            wake_.wait_until(lock, deadline);
             continue;
         }
         awaited late = std::move(first->second);
