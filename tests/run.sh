@@ -250,7 +250,7 @@ stage_sanitize() {
   ensure_pg
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
        -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF; then
-    # The lifecycle matrix: 42 cycles per combination is 1,128 create-to-destroy cycles.
+    # The lifecycle matrix: 42 cycles per combination is 1,188 create-to-destroy cycles.
     DHTC_LIFECYCLE_CYCLES=42 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest_suite "$out/asan" asan
   else
