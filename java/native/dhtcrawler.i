@@ -101,6 +101,9 @@ static void dhtc_java_throw(JNIEnv* jenv, const dhtc_java::status_error& e) {
 %ignore dhtc_last_error;
 %ignore dhtc_string_free;
 %ignore dhtc_default_options;
+/* dhtc_status and dhtc_answer become Java enums (dev.dhtcrawler.internal.dhtc_status, ...):
+ * DhtcException derives its list of status names from the header through them. */
+%include "enums.swg"
 %include "dhtcrawler.h"
 
 %include "enumsimple.swg"

@@ -1,6 +1,10 @@
 package dev.dhtcrawler;
 
+import dev.dhtcrawler.internal.dhtc_status;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
 
 /**
  * A failed call into the library: the status (its stable name, e.g. {@code
@@ -24,7 +28,31 @@ public final class DhtcException extends RuntimeException {
         this.status = status;
     }
 
-    /** The status name: DHTC_ERR_INVALID_JSON, DHTC_ERR_INVALID_OPTION, DHTC_ERR_BIND, DHTC_ERR_STATE, ... */
+    /** Every status of the C header ({@code dhtc_status}, wrapped by SWIG at build time): code to name. */
+    private static final Map<Integer, String> NAMES;
+
+    static {
+        Map<Integer, String> names = new LinkedHashMap<>();
+        for (dhtc_status s : dhtc_status.values()) names.put(s.swigValue(), s.name());
+        NAMES = Collections.unmodifiableMap(names);
+    }
+
+    /** Every status code of the C API and its name ("DHTC_OK", "DHTC_ERR_BIND", ..., "DHTC_ERR_STORE"), in the header's order. */
+    public static Map<Integer, String> statusNames() {
+        return NAMES;
+    }
+
+    /** The name of a status code, or "DHTC_UNKNOWN(code)" for a code the header does not have. */
+    public static String statusName(int code) {
+        String name = NAMES.get(code);
+        return name != null ? name : "DHTC_UNKNOWN(" + code + ")";
+    }
+
+    static DhtcException of(dhtc_status status, String message) {
+        return new DhtcException(status.swigValue(), status.name(), message);
+    }
+
+    /** The status name: DHTC_ERR_INVALID_JSON, DHTC_ERR_INVALID_OPTION, DHTC_ERR_BIND, DHTC_ERR_STATE, DHTC_ERR_TIMEOUT, DHTC_ERR_STORE, ... */
     public String status() {
         return status;
     }
