@@ -1,0 +1,131 @@
+package dev.dhtcrawler;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The third answer against the loopback test network: a torrent answered {@link Answer#RETRY}
+ * completes {@code sink_failed} and is fetched again, then accepted. One crawler answers through
+ * {@link Crawler#onTorrentAnswer} with a SQLite retry store (its short retry schedule), one by
+ * polling without a store (the next announce). The polled torrents carry their raw info dict.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+class TestnetAnswerTest {
+    private static Options.Builder options(String bootstrap) {
+        return Options.builder()
+                .port(0)
+                .bindV4("127.0.0.1")
+                .allowPrivateAddresses(true)
+                .bootstrap(bootstrap) // the testnet only, never the real DHT
+                .set("crawl.bootstrap.interval_secs", 5);
+    }
+
+    /** True once some hash completed sink_failed and later accepted. */
+    private static boolean retriedThenAccepted(List<Completion> completions) {
+        Set<String> sinkFailed = ConcurrentHashMap.newKeySet();
+        for (Completion c : completions) {
+            if (c.sinkFailed()) sinkFailed.add(c.infoHash());
+            else if (c.accepted() && sinkFailed.contains(c.infoHash())) return true;
+        }
+        return false;
+    }
+
+    @Test
+    void aTorrentAnsweredRetryIsFetchedAgain() throws Exception {
+        String bin = TestnetCrawlTest.testnetBinary();
+        Process net = new ProcessBuilder(bin, "--nodes", "120", "--seeders", "10", "--torrents", "8", "--seed", "7",
+                "--duration", "280", "--reannounce", "20", "--quiet")
+                .redirectError(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        Path db = Files.createTempFile("dhtc-java-answer-", ".sqlite");
+        List<Completion> byCallback = new CopyOnWriteArrayList<>();
+        List<Completion> byPolling = new CopyOnWriteArrayList<>();
+        List<Retry> retries = new CopyOnWriteArrayList<>();
+        List<String> errors = new CopyOnWriteArrayList<>();
+        List<String> badInfo = new CopyOnWriteArrayList<>();
+        AtomicReference<Throwable> pollFailure = new AtomicReference<>();
+        Map<String, Integer> offered = new ConcurrentHashMap<>();
+        try {
+            String bootstrap = TestnetCrawlTest.awaitBootstrap(net);
+            try (Crawler callbacks = new Crawler(options(bootstrap)
+                            .set("retry.store.kind", "sqlite").set("retry.store.path", db.toString()).build());
+                    Crawler polled = new Crawler(options(bootstrap).build())) {
+                callbacks.onTorrentAnswer(t -> offered.merge(t.infoHash(), 1, Integer::sum) == 1 ? Answer.RETRY : Answer.ACCEPT);
+                callbacks.onCompletion(byCallback::add);
+                callbacks.onRetry(retries::add);
+                callbacks.onError(errors::add);
+                callbacks.start();
+
+                polled.enablePolling();
+                polled.start();
+                Map<String, Integer> polledOffers = new ConcurrentHashMap<>();
+                Thread poller = new Thread(() -> {
+                    try {
+                        while (!polled.isDrained()) {
+                            Optional<Event> e = polled.poll(Duration.ofMillis(200));
+                            if (e.isEmpty()) continue;
+                            Event ev = e.get();
+                            if (ev instanceof GateEvent g) {
+                                polled.answer(g.id(), true);
+                            } else if (ev instanceof TorrentEvent t) {
+                                Torrent torrent = t.torrent();
+                                if (torrent.infoHashV1().isPresent()) {
+                                    byte[] sha1 = MessageDigest.getInstance("SHA-1").digest(torrent.info());
+                                    if (!HexFormat.of().formatHex(sha1).equals(torrent.infoHashV1().get())) badInfo.add(torrent.infoHash());
+                                }
+                                boolean first = polledOffers.merge(torrent.infoHash(), 1, Integer::sum) == 1;
+                                polled.answer(t.id(), first ? Answer.RETRY : Answer.ACCEPT);
+                            } else if (ev instanceof Completion c) {
+                                byPolling.add(c);
+                            } else if (ev instanceof ErrorEvent err) {
+                                errors.add(err.message());
+                            }
+                        }
+                    } catch (Throwable t) {
+                        pollFailure.set(t);
+                    }
+                }, "poller");
+                poller.start();
+
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(200);
+                while ((!retriedThenAccepted(byCallback) || !retriedThenAccepted(byPolling)) && System.nanoTime() < deadline) {
+                    Thread.sleep(500);
+                }
+                callbacks.shutdown();
+                polled.shutdown();
+                poller.join(30_000);
+            }
+        } finally {
+            net.destroy();
+            if (!net.waitFor(20, TimeUnit.SECONDS)) net.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+            Files.deleteIfExists(db);
+        }
+        assertEquals(null, pollFailure.get());
+        assertEquals(List.of(), errors);
+        assertEquals(List.of(), badInfo);
+        assertTrue(retriedThenAccepted(byCallback), "callbacks + SQLite store: no sink_failed then accepted in " + byCallback);
+        assertTrue(retriedThenAccepted(byPolling), "polling, no store: no sink_failed then accepted in " + byPolling);
+        // The store said "done" only for accepted hashes, never for one answered RETRY alone.
+        for (Retry r : retries) {
+            if (r.done()) {
+                assertTrue(byCallback.stream().anyMatch(c -> c.infoHash().equals(r.infoHash()) && !c.sinkFailed()), r.json());
+            }
+        }
+    }
+}
