@@ -22,8 +22,8 @@
 #include <fstream>
 #include <memory>
 
-#include "engine/crawler.hpp"
-#include "engine/delivery_thread.hpp"
+#include "api/crawler.hpp"
+#include "api/delivery.hpp"
 #include "engine/dht_service.hpp"
 #include "metadata/pending_queue.hpp"
 #include "metadata/pipeline.hpp"
@@ -109,7 +109,7 @@ void pending_part() {
     std::size_t refused = 0;
     for (std::uint32_t h = 0; h < pending_hashes; ++h) {
         for (std::uint32_t p = 0; p < peers_per_hash; ++p) {
-            const auto r = q.offer(id_of(h), public_ep(h * 4 + p), crawl::hash_source::announce, now, now);
+            const auto r = q.offer(id_of(h), public_ep(h * 4 + p), api::hash_source::announce, now, now);
             refused += r != metadata::offer_result::added && r != metadata::offer_result::merged;
         }
     }
@@ -124,15 +124,16 @@ void pending_part() {
 
 void total_part() {
     const std::size_t at_start = rss_bytes();
-    engine::crawler_options defaults;
-    engine::delivery_thread delivery({}, 2 * defaults.metadata.max_worker_count + 64,
-                                     defaults.observation_queue_capacity);
-    metadata::pipeline pipeline(defaults.metadata, delivery);
+    api::crawler_options defaults;
+    api::event_delivery delivery(
+        api::delivery_options{2 * defaults.metadata.max_worker_count + 64, defaults.observation_queue_capacity});
+    steady_clock_source clock;
+    metadata::pipeline pipeline(defaults.metadata, delivery, clock);
     std::size_t ingress = 0;
     const time_point now = manual_clock().now();
     for (std::uint32_t h = 0; h < defaults.metadata.hash_queue_capacity; ++h) {
         ingress += pipeline.ingress().try_push(
-            crawl::hash_event{id_of(h), public_ep(h), public_ep(h + 1), crawl::hash_source::announce, now});
+            api::hash_event{id_of(h), public_ep(h), public_ep(h + 1), api::hash_source::announce, now});
     }
     const std::size_t with_metadata = rss_bytes();
     dht_side dht;

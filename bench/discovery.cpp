@@ -21,8 +21,8 @@
 
 #include <sys/resource.h>
 
-#include "api/snapshot.hpp"
-#include "engine/crawler.hpp"
+#include "stats/snapshot.hpp"
+#include "api/crawler.hpp"
 #include "bench_util.hpp"
 
 using namespace dhtc;
@@ -72,13 +72,13 @@ int main(int argc, char** argv) {
     std::unordered_set<std::string> hashes_seen;
     std::unordered_set<std::size_t> torrents_delivered;
     std::size_t deliveries = 0, unknown = 0, mismatched = 0;
-    engine::app_callbacks cb;
+    api::event_handlers cb;
     cb.gate = [&](const id20& h) {
         std::lock_guard l(m);
         hashes_seen.insert(h.hex());
         return true;
     };
-    cb.torrent = [&](const metadata::delivery& d) {
+    cb.torrent = api::yes_no([&](const api::delivery& d) {
         const auto key = d.info.info_hash.hex();
         std::lock_guard l(m);
         ++deliveries;
@@ -90,9 +90,9 @@ int main(int argc, char** argv) {
         if (d.info.name != truth[it->second].at("name").get<std::string>()) ++mismatched;
         torrents_delivered.insert(it->second);
         return true;
-    };
+    });
 
-    engine::crawler_options o;
+    api::crawler_options o;
     o.dht.port = 0;
     o.dht.bind_v4 = "127.0.0.1";
     o.dht.crawl.allow_private_addresses = true;
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     if (lookup_rate > 0) o.dht.crawl.bep51.max_lookup_rate_per_sec = lookup_rate;
     if (query_rate > 0) o.dht.crawl.rate_limit.max_find_node_rate_per_sec = query_rate;
     std::string error;
-    auto crawler = engine::crawler::create(o, cb, error);
+    auto crawler = api::crawler::create(o, cb, error);
     if (!crawler) {
         std::fprintf(stderr, "crawler: %s\n", error.c_str());
         return 1;
@@ -156,8 +156,8 @@ int main(int argc, char** argv) {
     const double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
     const double cpu = cpu_seconds() - cpu0;
     // Where the packets went: answers to the network's queries, and our own queries by kind.
-    const auto obs = api::observability_snapshot(*crawler);
-    crawler->stop();
+    const auto obs = stats::observability_snapshot(*crawler);
+    crawler->close(std::nullopt);
     std::lock_guard l(m);
     const auto packets = packets_sent();
     nlohmann::json breakdown{{"replies_sent", obs["dht"]["replies_sent"]}};

@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 duration=$(( minutes * 60 + 300 ))
-"$build/tests/testnet/dhtcrawler-testnet" --nodes "$nodes" --torrents "$torrents" --seeders "$seeders" \
+"$build/tools/testnet/dhtcrawler-testnet" --nodes "$nodes" --torrents "$torrents" --seeders "$seeders" \
   --misbehave "$misbehave" --seed 5 --quiet --duration "$duration" --truth "$work/truth.json" \
   > "$work/out.txt" 2> "$work/err.txt" &
 tn=$!

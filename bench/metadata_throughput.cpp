@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/delivery_thread.hpp"
+#include "api/delivery.hpp"
 #include "metadata/pipeline.hpp"
 #include "bench_util.hpp"
 
@@ -103,19 +103,19 @@ struct recorder {
     std::size_t completions = 0;
     std::size_t accepted = 0;
 
-    engine::app_callbacks callbacks() {
-        engine::app_callbacks cb;
-        cb.torrent = [this](const metadata::delivery& d) {
+    api::event_handlers callbacks() {
+        api::event_handlers cb;
+        cb.torrent = api::yes_no([this](const api::delivery& d) {
             const auto now = clock_type::now();
             std::lock_guard l(m);
             if (auto it = offered_at.find(d.info.info_hash); it != offered_at.end())
                 latency_ms.push_back(std::chrono::duration<double, std::milli>(now - it->second).count());
             return true;
-        };
-        cb.completion = [this](const metadata::completion& c) {
+        });
+        cb.completion = [this](const api::completion& c) {
             std::lock_guard l(m);
             ++completions;
-            if (c.result == metadata::outcome::accepted) ++accepted;
+            if (c.result == api::outcome::accepted) ++accepted;
             changed.notify_all();
         };
         return cb;
@@ -137,8 +137,10 @@ int main(int argc, char** argv) {
     o.hash_queue_capacity = std::max<std::size_t>(o.hash_queue_capacity, targets.size());
     o.bind_v4 = ip_address::parse("127.0.0.1");
     recorder rec;
-    engine::delivery_thread delivery(rec.callbacks(), 2 * s.workers + 64, 1024);
-    metadata::pipeline pipe(o, delivery);
+    api::event_delivery delivery(api::delivery_options{2 * s.workers + 64, 1024});
+    delivery.configure(rec.callbacks(), false);
+    steady_clock_source clock;
+    metadata::pipeline pipe(o, delivery, clock);
     delivery.start();
     pipe.start();
 
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
             rec.offered_at.emplace(t.info_hash, now);
         }
         const bool ok = pipe.ingress().try_push(
-            crawl::hash_event{t.info_hash, t.seeder, t.seeder, crawl::hash_source::announce, now});
+            api::hash_event{t.info_hash, t.seeder, t.seeder, api::hash_source::announce, now});
         ++offered;
         if (!ok) ++refused;
     }
@@ -167,7 +169,9 @@ int main(int argc, char** argv) {
     const double wall = std::chrono::duration<double>(clock_type::now() - started).count();
     const double cpu = cpu_seconds() - cpu_before;
     pipe.stop();
-    delivery.stop();
+    delivery.close_input();
+    delivery.finish();
+    delivery.join(std::nullopt);
 
     std::lock_guard l(rec.m);
     const nlohmann::json result = {

@@ -17,7 +17,7 @@ trap cleanup EXIT
 # Each run needs torrents its pipeline has not delivered yet, so the network holds them all
 # and each rate takes its own slice.
 per_rate=$((torrents / ${#rates[@]}))
-"$build/tests/testnet/dhtcrawler-testnet" --nodes 200 --seeders 500 --torrents "$torrents" \
+"$build/tools/testnet/dhtcrawler-testnet" --nodes 200 --seeders 500 --torrents "$torrents" \
   --misbehave 0 --churn 0 --duration 900 --seed 7 --truth "$out/truth.json" --quiet \
   >"$out/testnet.out" 2>"$out/testnet.err" &
 testnet_pid=$!

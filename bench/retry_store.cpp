@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
                     r.attempts = 1 + static_cast<std::uint32_t>(rng() % 4);
                     r.failure_counts = 0;
                     r.recent_failures = 0;
-                    for (std::uint32_t a = 0; a < r.attempts; ++a) r.add_failure(metadata::failure_class::no_peers);
+                    for (std::uint32_t a = 0; a < r.attempts; ++a) r.add_failure(api::failure_class::no_peers);
                     db->insert(r);
                 }
                 db->commit();

@@ -157,9 +157,8 @@ stage_python() {
     failed=$((failed + 1)); failures+=("python: pip install . failed"); return
   fi
   # The test network program from the release build, until the wheel carries its own.
-  local testnet
-  testnet=$(find "$out/release" -name dhtcrawler-testnet -type f -perm -u+x 2>/dev/null | head -1)
-  if [ -n "$testnet" ] && [ -z "${DHTCRAWLER_TESTNET:-}" ]; then export DHTCRAWLER_TESTNET=$testnet; fi
+  local testnet=$out/release/tools/testnet/dhtcrawler-testnet
+  if [ -x "$testnet" ] && [ -z "${DHTCRAWLER_TESTNET:-}" ]; then export DHTCRAWLER_TESTNET=$testnet; fi
   PATH="$venv/bin:$PATH" run_pytest python "$venv/bin/python" tests/python
 }
 
@@ -173,7 +172,7 @@ stage_java() {
   # The crawl test needs the loopback test network; it is built with the library when present.
   if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -q '^dhtcrawler-testnet:'; then
     cmake --build "$dir" -j "$jobs" --target dhtcrawler-testnet &&
-      export DHTCRAWLER_TESTNET=$(find "$dir" -type f -name dhtcrawler-testnet -perm -u+x | head -1)
+      export DHTCRAWLER_TESTNET=$dir/tools/testnet/dhtcrawler-testnet
   fi
   if [ ! -f "$dir/java/native/libdhtcrawler_jni.so" ] || [ ! -f "$dir/java/generated/dev/dhtcrawler/internal/DhtcNative.java" ]; then
     failed=$((failed + 1)); failures+=("java: the native build left no JNI library or generated sources in $dir/java"); return
@@ -216,7 +215,7 @@ stage_go() {
   fi
   "$go" version
   # The crawl test needs the loopback test network; build it when the tree has it.
-  local testnet=${DHTCRAWLER_TESTNET:-$build/tests/testnet/dhtcrawler-testnet}
+  local testnet=${DHTCRAWLER_TESTNET:-$build/tools/testnet/dhtcrawler-testnet}
   if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'dhtcrawler-testnet'; then
     cmake --build "$build" -j "$jobs" --target dhtcrawler-testnet
   fi
@@ -242,8 +241,9 @@ stage_sanitize() {
   ensure_pg
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
        -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF; then
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_ctest_suite "$out/asan" asan
+    # The lifecycle matrix: 42 cycles per combination is 1,128 create-to-destroy cycles.
+    DHTC_LIFECYCLE_CYCLES=42 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest_suite "$out/asan" asan
   else
     failed=$((failed + 1)); failures+=("sanitizer build failed")
   fi
@@ -252,13 +252,13 @@ stage_sanitize() {
 stage_tsan() {
   note "ThreadSanitizer build of the multi-threaded tests"
   local dir=$out/tsan
-  local targets=(capi_contract test_snapshot test_pipeline test_retry_scheduler)
+  local targets=(capi_contract capi_lifecycle test_snapshot test_pipeline test_retry_scheduler)
   if cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHTC_SANITIZE=thread \
         -DDHTC_BUILD_EXAMPLES=OFF -DDHTC_BUILD_BENCH=OFF >/dev/null &&
      cmake --build "$dir" -j "$jobs" --target "${targets[@]}"; then
     # Only what was built: the other tests would be reported as not found.
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      run_ctest "$dir" tsan -R '^(capi\.contract|unit\.test_snapshot|unit\.test_pipeline|unit\.test_retry_scheduler)$'
+    DHTC_LIFECYCLE_CYCLES=12 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      run_ctest "$dir" tsan -R '^(capi\.contract|capi\.lifecycle|unit\.test_snapshot|unit\.test_pipeline|unit\.test_retry_scheduler)$'
   else
     failed=$((failed + 1)); failures+=("tsan build failed")
   fi

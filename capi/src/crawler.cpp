@@ -1,32 +1,36 @@
-// The C ABI over engine::crawler. Every export is noexcept in effect: its body runs inside
-// guard(), which turns any exception into a status and a thread-local message. Callbacks
-// from the engine reach the host's function pointers here, on the delivery thread.
+// The C ABI over api::crawler. It only converts types, catches exceptions and forwards:
+// every export's body runs inside guard(), which turns any exception into a status and a
+// thread-local message; events, lifecycle and polling live in core/api.
 #include "dhtcrawler.h"
 
-#include <chrono>
-#include <condition_variable>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <map>
 #include <mutex>
 #include <new>
-#include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/crawler.hpp"
+#include "api/event_json.hpp"
 #include "api/options.hpp"
-#include "api/snapshot.hpp"
-#include "engine/crawler.hpp"
-#include "metadata/torrent_json.hpp"
+#include "core_version.hpp"
+#include "stats/snapshot.hpp"
+
+static_assert(DHTC_ABI_VERSION == DHTC_CORE_ABI_VERSION_CHECK, "capi header and CMake disagree on the ABI version");
 
 namespace {
 
 thread_local std::string last_error;
 
-struct status_error {
-    int status;
-    std::string message;
-};
+struct status_error { int status; std::string message; }; // NOLINT: thrown by fail() only
+
+int remember(int status, const char* message) noexcept {
+    try {
+        last_error = message;
+    } catch (...) {
+    }
+    return status;
+}
 
 template <class F>
 int guard(F&& body) noexcept {
@@ -34,26 +38,21 @@ int guard(F&& body) noexcept {
         last_error.clear();
         return body();
     } catch (const status_error& e) {
-        try {
-            last_error = e.message;
-        } catch (...) {
-        }
-        return e.status;
+        return remember(e.status, e.message.c_str());
     } catch (const std::bad_alloc&) {
-        last_error.clear();
-        return DHTC_ERR_NO_MEMORY;
+        return remember(DHTC_ERR_NO_MEMORY, "out of memory");
     } catch (const std::exception& e) {
-        try {
-            last_error = e.what();
-        } catch (...) {
-        }
-        return DHTC_ERR_INTERNAL;
+        return remember(DHTC_ERR_INTERNAL, e.what());
     } catch (...) {
-        return DHTC_ERR_INTERNAL;
+        return remember(DHTC_ERR_INTERNAL, "unknown exception");
     }
 }
 
 [[noreturn]] void fail(int status, std::string message) { throw status_error{status, std::move(message)}; }
+
+void require(bool ok, const char* what) {
+    if (!ok) fail(DHTC_ERR_INVALID_ARGUMENT, what);
+}
 
 char* copy_out(std::string_view s) {
     char* p = static_cast<char*>(std::malloc(s.size() + 1));
@@ -63,218 +62,105 @@ char* copy_out(std::string_view s) {
     return p;
 }
 
-void require(bool ok, const char* what) {
-    if (!ok) fail(DHTC_ERR_INVALID_ARGUMENT, what);
-}
+int write_out(char** out, std::string_view s) { return *out = copy_out(s), DHTC_OK; }
 
-std::string completion_json(const dhtc::metadata::completion& c) {
-    nlohmann::json j{{"type", "completion"},
-                     {"schema", 1},
-                     {"info_hash", c.info_hash.hex()},
-                     {"outcome", dhtc::metadata::to_string(c.result)},
-                     {"failure", c.result == dhtc::metadata::outcome::fetch_failed
-                                     ? nlohmann::json(dhtc::metadata::to_string(c.failure))
-                                     : nlohmann::json(nullptr)},
-                     {"attempts", c.attempts},
-                     {"peer", c.peer ? nlohmann::json(c.peer->to_string()) : nlohmann::json(nullptr)},
-                     {"round", c.round}};
-    return j.dump();
-}
+using wait_limit = std::optional<std::chrono::milliseconds>;
+wait_limit limit(long long timeout_ms) { return timeout_ms < 0 ? wait_limit() : std::chrono::milliseconds(timeout_ms); }
 
-std::string retry_json(const dhtc::retry::retry_event& e) {
-    const bool dormant = e.state == dhtc::retry::hash_state::dormant;
-    return nlohmann::json{{"type", "retry"},
-                          {"schema", 1},
-                          {"info_hash", e.info_hash.hex()},
-                          {"state", dhtc::retry::to_string(e.state)},
-                          {"attempts", e.attempts},
-                          {"failure", dormant ? nlohmann::json(dhtc::metadata::to_string(e.failure))
-                                              : nlohmann::json(nullptr)},
-                          {"next_retry_at", dormant ? nlohmann::json(e.next_retry_at) : nlohmann::json(nullptr)}}
-        .dump();
-}
-
-std::string error_json(const std::string& message) {
-    return nlohmann::json{{"type", "error"}, {"schema", 1}, {"message", message}}.dump(
-        -1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string observation_json(const dhtc::crawl::observation& o) {
-    return nlohmann::json{{"type", "observation"},
-                          {"schema", 1},
-                          {"info_hash", o.info_hash.hex()},
-                          {"source", o.source.to_string()},
-                          {"kind", dhtc::crawl::to_string(o.kind)}}
-        .dump();
-}
+template <class Fn>
+struct hook { Fn fn = nullptr; void* data = nullptr; }; // NOLINT: an aggregate
 
 } // namespace
 
-/// The opaque handle. Holds the host's callbacks and the polling state; the engine's
-/// callbacks (on the delivery thread) dispatch to one or the other.
+/// The opaque handle: the host's function pointers until start, then the crawler.
 struct dhtc_crawler {
-    std::unique_ptr<dhtc::engine::crawler> engine;
     std::vector<std::string> normalized;
-    unsigned answer_timeout_millis = 5000;
-
-    dhtc_gate_fn gate = nullptr;
-    void* gate_data = nullptr;
-    dhtc_torrent_fn torrent = nullptr;
-    dhtc_torrent_ack_fn torrent_ack = nullptr;
-    void* torrent_data = nullptr;
-    dhtc_event_fn completion = nullptr;
-    void* completion_data = nullptr;
-    dhtc_event_fn retry = nullptr;
-    void* retry_data = nullptr;
-    dhtc_event_fn error = nullptr;
-    void* error_data = nullptr;
-    dhtc_event_fn observation = nullptr;
-    void* observation_data = nullptr;
+    hook<dhtc_gate_fn> gate;
+    hook<dhtc_torrent_fn> torrent;
+    hook<dhtc_torrent_ack_fn> torrent_ack;
+    hook<dhtc_event_fn> completion, retry, error, observation;
     bool polling = false;
+    std::unique_ptr<dhtc::api::crawler> engine;
+    std::once_flag configure_once;
+    std::atomic<bool> configured{false}; ///< the handlers went to the engine: no more setting
 
-    std::mutex m;
-    std::condition_variable changed;
-    bool started = false;
-    bool starting = false; // engine->start() is running: a shutdown waits for it to finish
-    bool shut_down = false;
-
-    // Polling.
-    struct event {
-        std::string json;
-        std::string info;
-    };
-    static constexpr std::size_t poll_capacity = 8192;
-    std::deque<event> events;
-    std::map<unsigned long long, std::optional<bool>> answers; // id -> answer, while awaited
-    unsigned long long next_id = 1;
-    std::uint64_t poll_dropped = 0;
-
-    dhtc::engine::app_callbacks make_callbacks();
-    bool await_answer(event e, unsigned long long id, bool default_answer);
-    void push(event e, bool droppable);
+    dhtc::api::event_handlers handlers() const;
 };
 
-void dhtc_crawler::push(event e, bool droppable) {
-    {
-        std::lock_guard lock(m);
-        if (droppable && events.size() >= poll_capacity) {
-            ++poll_dropped;
-            return;
-        }
-        events.push_back(std::move(e));
-    }
-    changed.notify_all();
-}
-
-// On the delivery thread: publish the event, then wait for the host's answer (or the
-// configured time, or shutdown) so events stay in order.
-bool dhtc_crawler::await_answer(event e, unsigned long long id, bool default_answer) {
-    std::unique_lock lock(m);
-    answers.emplace(id, std::nullopt);
-    events.push_back(std::move(e));
-    changed.notify_all();
-    changed.wait_for(lock, std::chrono::milliseconds(answer_timeout_millis),
-                     [&] { return answers[id].has_value() || shut_down; });
-    const auto a = answers[id];
-    answers.erase(id);
-    return a.value_or(default_answer);
-}
-
-dhtc::engine::app_callbacks dhtc_crawler::make_callbacks() {
-    dhtc::engine::app_callbacks cb;
-    cb.gate = [this](const dhtc::id20& h) {
-        if (polling) {
-            unsigned long long id;
-            {
-                std::lock_guard lock(m);
-                id = next_id++;
-            }
-            return await_answer(
-                {nlohmann::json{{"type", "gate"}, {"schema", 1}, {"id", id}, {"info_hash", h.hex()}}.dump(), {}}, id,
-                true);
-        }
-        if (!gate) return true;
-        const std::string hex = h.hex();
-        return gate(hex.c_str(), gate_data) != 0;
+// The host's function pointers as the delivery's handlers, each event in its JSON form.
+dhtc::api::event_handlers dhtc_crawler::handlers() const {
+    using namespace dhtc::api;
+    event_handlers h;
+    const auto event = [](hook<dhtc_event_fn> k, auto to_json) {
+        return [k, to_json](const auto& e) { k.fn(to_json(e).c_str(), k.data); };
     };
-    // Without any torrent callback (and without polling) the engine reports delivery_rejected.
-    cb.torrent = [this](const dhtc::metadata::delivery& d) {
-        const std::string json = dhtc::metadata::to_json_line(d.info, d.peer, d.discovered_at);
-        const auto* bytes = reinterpret_cast<const unsigned char*>(d.raw.data());
-        if (polling) {
-            unsigned long long id;
-            {
-                std::lock_guard lock(m);
-                id = next_id++;
-            }
-            const std::string env = "{\"type\":\"torrent\",\"schema\":1,\"id\":" + std::to_string(id) +
-                                    ",\"torrent\":" + json + "}";
-            return await_answer({env, d.raw}, id, false);
-        }
-        if (torrent_ack) return torrent_ack(json.c_str(), bytes, d.raw.size(), torrent_data) != 0;
-        if (torrent) {
-            torrent(json.c_str(), bytes, d.raw.size(), torrent_data);
-            return true;
-        }
-        return false;
-    };
-    cb.completion = [this](const dhtc::metadata::completion& c) {
-        if (polling) return push({completion_json(c), {}}, false);
-        if (completion) completion(completion_json(c).c_str(), completion_data);
-    };
-    // Retry events share the completion callback: they tell what became of a round.
-    cb.retry = [this](const dhtc::retry::retry_event& e) {
-        if (polling) return push({retry_json(e), {}}, true);
-        if (retry) retry(retry_json(e).c_str(), retry_data);
-    };
-    cb.error = [this](const std::string& message) {
-        if (polling) return push({error_json(message), {}}, true);
-        if (error) error(error_json(message).c_str(), error_data);
-    };
-    cb.observation = [this](const dhtc::crawl::observation& o) {
-        if (polling) return push({observation_json(o), {}}, true);
-        if (observation) observation(observation_json(o).c_str(), observation_data);
-    };
-    return cb;
+    if (gate.fn) h.gate = [k = gate](const dhtc::id20& x) { return k.fn(x.hex().c_str(), k.data) != 0; };
+    if (torrent.fn || torrent_ack.fn)
+        h.torrent = [plain = torrent, ack = torrent_ack](const delivery& d) {
+            const std::string json = torrent_json(d);
+            const auto* bytes = reinterpret_cast<const unsigned char*>(d.raw.data());
+            if (ack.fn) return answer_from_int(ack.fn(json.c_str(), bytes, d.raw.size(), ack.data));
+            plain.fn(json.c_str(), bytes, d.raw.size(), plain.data);
+            return answer::accept;
+        };
+    if (completion.fn) h.completion = event(completion, [](const auto& c) { return completion_json(c); });
+    if (retry.fn) h.retry = event(retry, [](const auto& r) { return retry_json(r); });
+    if (error.fn) h.error = event(error, [](const std::string& m) { return error_json(m); });
+    if (observation.fn) h.observation = event(observation, [](const auto& o) { return observation_json(o); });
+    return h;
 }
 
 namespace {
 
-// Callbacks may be changed only before start: the delivery thread reads them unlocked.
-int set_before_start(dhtc_crawler* c, const std::function<void()>& apply) {
+dhtc::api::crawler& engine(dhtc_crawler* c) {
+    require(c && c->engine, "crawler is NULL");
+    return *c->engine;
+}
+
+template <class Apply>
+int set_before_start(dhtc_crawler* c, Apply apply) {
     return guard([&] {
         require(c, "crawler is NULL");
-        std::lock_guard lock(c->m);
-        if (c->started || c->shut_down) fail(DHTC_ERR_STATE, "callbacks can only be set before start");
+        if (c->configured.load()) fail(DHTC_ERR_STATE, "callbacks can only be set before start");
         apply();
         return DHTC_OK;
     });
 }
 
-int write_out(char** out, std::string_view s) {
-    *out = copy_out(s);
-    return DHTC_OK;
+template <class Render>
+int snapshot_out(dhtc_crawler* c, char** out, Render render) {
+    return guard([&] {
+        require(out, "out is NULL");
+        return write_out(out, render(engine(c)));
+    });
+}
+
+constexpr const char* shut_down_message = "the crawler was shut down; create a new one";
+
+// The handlers are handed over once, at the first start or run.
+dhtc::api::crawler::start_result start_engine(dhtc_crawler* c) {
+    engine(c);
+    std::call_once(c->configure_once, [c] {
+        c->engine->configure(c->handlers(), c->polling);
+        c->configured.store(true);
+    });
+    return c->engine->start();
 }
 
 } // namespace
 
 extern "C" {
 
+const char* dhtc_version(void) { return dhtc::version_string(); }
+
+int dhtc_abi_version(void) { return DHTC_ABI_VERSION; }
+
 const char* dhtc_status_name(int status) {
-    switch (status) {
-    case DHTC_OK: return "DHTC_OK";
-    case DHTC_ERR_INVALID_ARGUMENT: return "DHTC_ERR_INVALID_ARGUMENT";
-    case DHTC_ERR_INVALID_JSON: return "DHTC_ERR_INVALID_JSON";
-    case DHTC_ERR_INVALID_OPTION: return "DHTC_ERR_INVALID_OPTION";
-    case DHTC_ERR_BIND: return "DHTC_ERR_BIND";
-    case DHTC_ERR_STATE: return "DHTC_ERR_STATE";
-    case DHTC_ERR_TIMEOUT: return "DHTC_ERR_TIMEOUT";
-    case DHTC_ERR_NO_MEMORY: return "DHTC_ERR_NO_MEMORY";
-    case DHTC_ERR_INTERNAL: return "DHTC_ERR_INTERNAL";
-    case DHTC_ERR_NOT_FOUND: return "DHTC_ERR_NOT_FOUND";
-    case DHTC_ERR_STORE: return "DHTC_ERR_STORE";
-    default: return "DHTC_ERR_UNKNOWN";
-    }
+    static const char* const names[] = {"DHTC_OK", "DHTC_ERR_INVALID_ARGUMENT", "DHTC_ERR_INVALID_JSON",
+                                        "DHTC_ERR_INVALID_OPTION", "DHTC_ERR_BIND", "DHTC_ERR_STATE", "DHTC_ERR_TIMEOUT",
+                                        "DHTC_ERR_NO_MEMORY", "DHTC_ERR_INTERNAL", "DHTC_ERR_NOT_FOUND", "DHTC_ERR_STORE"};
+    static_assert(sizeof names / sizeof *names == 1 - DHTC_ERR_STORE, "one name per dhtc_status");
+    return status <= 0 && status >= DHTC_ERR_STORE ? names[-status] : "DHTC_ERR_UNKNOWN";
 }
 
 const char* dhtc_last_error(void) { return last_error.c_str(); }
@@ -292,204 +178,93 @@ int dhtc_crawler_create(const char* options_json, dhtc_crawler** out) {
     return guard([&] {
         require(out, "out is NULL");
         *out = nullptr;
-        dhtc::engine::crawler_options options;
-        const std::string_view text = options_json ? options_json : "";
         auto c = std::make_unique<dhtc_crawler>();
+        dhtc::api::crawler_options options;
+        const std::string_view text = options_json ? options_json : "";
         if (!text.empty()) {
             auto r = dhtc::api::parse_options(text, options);
-            switch (r.status) {
-            case dhtc::api::options_status::ok: break;
-            case dhtc::api::options_status::invalid_json: fail(DHTC_ERR_INVALID_JSON, r.message);
-            default: fail(DHTC_ERR_INVALID_OPTION, r.message);
-            }
+            if (r.status == dhtc::api::options_status::invalid_json) fail(DHTC_ERR_INVALID_JSON, r.message);
+            if (!r.ok()) fail(DHTC_ERR_INVALID_OPTION, r.message);
             c->normalized = std::move(r.normalized);
         }
-        c->answer_timeout_millis = options.metadata.gate_timeout_millis;
         std::string error;
-        dhtc::engine::create_failure why = dhtc::engine::create_failure::none;
-        c->engine = dhtc::engine::crawler::create(options, c->make_callbacks(), error, &why);
-        if (!c->engine) fail(why == dhtc::engine::create_failure::store ? DHTC_ERR_STORE : DHTC_ERR_BIND, error);
+        auto why = dhtc::api::create_failure::none;
+        c->engine = dhtc::api::crawler::create(options, error, &why);
+        if (!c->engine) fail(why == dhtc::api::create_failure::store ? DHTC_ERR_STORE : DHTC_ERR_BIND, error);
         *out = c.release();
         return DHTC_OK;
     });
 }
 
-int dhtc_crawler_destroy(dhtc_crawler* c) {
+int dhtc_crawler_destroy(dhtc_crawler* c) { return dhtc_crawler_destroy_timeout(c, -1); }
+
+int dhtc_crawler_destroy_timeout(dhtc_crawler* c, long long timeout_ms) {
     return guard([&] {
         if (!c) return DHTC_OK;
-        if (c->engine->delivery().on_this_thread())
+        using close_result = dhtc::api::crawler::close_result;
+        const auto r = c->engine->close(limit(timeout_ms));
+        if (r == close_result::from_handler)
             fail(DHTC_ERR_STATE, "dhtc_crawler_destroy called from a callback: call dhtc_crawler_shutdown instead");
-        dhtc_crawler_shutdown(c);
-        // Joins every thread, delivering what is queued first: after this no callback runs.
-        c->engine.reset();
+        if (r == close_result::timeout) fail(DHTC_ERR_TIMEOUT, "a callback is still running; the crawler is shut down");
         delete c;
         return DHTC_OK;
     });
 }
 
-namespace {
-
-// Starts the engine once (the first of start and run does it), unless a shutdown came
-// first. False when it did not start it.
-bool start_engine(dhtc_crawler* c) {
-    {
-        std::lock_guard lock(c->m);
-        if (c->started || c->shut_down) return false;
-        c->started = true;
-        c->starting = true;
-    }
-    struct starting_done {
-        dhtc_crawler* c;
-        ~starting_done() {
-            {
-                std::lock_guard lock(c->m);
-                c->starting = false;
-            }
-            c->changed.notify_all();
-        }
-    } done{c};
-    c->engine->delivery().want_observations(c->polling || c->observation);
-    c->engine->start();
-    return true;
-}
-
-} // namespace
-
 int dhtc_crawler_start(dhtc_crawler* c) {
     return guard([&] {
-        require(c, "crawler is NULL");
-        if (start_engine(c)) return DHTC_OK;
-        std::lock_guard lock(c->m);
-        if (c->shut_down) fail(DHTC_ERR_STATE, "the crawler was shut down; create a new one");
-        fail(DHTC_ERR_STATE, "the crawler is already started");
+        const auto r = start_engine(c);
+        if (r == dhtc::api::crawler::start_result::already_started) fail(DHTC_ERR_STATE, "the crawler is already started");
+        if (r == dhtc::api::crawler::start_result::shut_down) fail(DHTC_ERR_STATE, shut_down_message);
+        return DHTC_OK;
     });
 }
 
 int dhtc_crawler_run(dhtc_crawler* c) {
     return guard([&] {
-        require(c, "crawler is NULL");
-        {
-            std::lock_guard lock(c->m);
-            if (c->shut_down) fail(DHTC_ERR_STATE, "the crawler was shut down; create a new one");
-        }
-        start_engine(c);
-        std::unique_lock lock(c->m);
-        c->changed.wait(lock, [&] { return c->shut_down; });
+        if (engine(c).shut_down()) fail(DHTC_ERR_STATE, shut_down_message);
+        start_engine(c); // a shutdown racing it ends the wait below at once
+        c->engine->wait(std::nullopt);
         return DHTC_OK;
     });
 }
 
 int dhtc_crawler_wait(dhtc_crawler* c, long long timeout_ms) {
-    return guard([&] {
-        require(c, "crawler is NULL");
-        std::unique_lock lock(c->m);
-        if (timeout_ms < 0) {
-            c->changed.wait(lock, [&] { return c->shut_down; });
-            return DHTC_OK;
-        }
-        return c->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return c->shut_down; })
-                   ? DHTC_OK
-                   : DHTC_ERR_TIMEOUT;
-    });
+    return guard([&] { return engine(c).wait(limit(timeout_ms)) ? DHTC_OK : DHTC_ERR_TIMEOUT; });
 }
 
 int dhtc_crawler_shutdown(dhtc_crawler* c) {
-    return guard([&] {
-        require(c, "crawler is NULL");
-        {
-            std::unique_lock lock(c->m);
-            c->shut_down = true;
-            // A stop racing a start on another thread could stop parts not yet started,
-            // which would then run on; the start is short (the sockets are bound already).
-            c->changed.wait(lock, [&] { return !c->starting; });
-        }
-        c->changed.notify_all();
-        // Called every time, not only the first: stop() is idempotent and a second caller
-        // waits until the first one's stop has finished. So when a callback shuts down
-        // while the host destroys, destroy cannot free the engine under the callback.
-        c->engine->stop();
-        return DHTC_OK;
-    });
+    return guard([&] { return engine(c).shutdown(), DHTC_OK; });
 }
 
-int dhtc_crawler_set_gate_callback(dhtc_crawler* c, dhtc_gate_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->gate = fn;
-        c->gate_data = user_data;
-    });
-}
+// `other` is the field the setter clears: the two torrent callbacks replace each other.
+#define DHTC_SETTER(name, type, other)                                                          \
+    int dhtc_crawler_set_##name##_callback(dhtc_crawler* c, type fn, void* user_data) {         \
+        return set_before_start(c, [&] { c->other = {}, c->name = decltype(c->name){fn, user_data}; }); \
+    }
+DHTC_SETTER(gate, dhtc_gate_fn, gate)
+DHTC_SETTER(torrent, dhtc_torrent_fn, torrent_ack)
+DHTC_SETTER(torrent_ack, dhtc_torrent_ack_fn, torrent)
+DHTC_SETTER(completion, dhtc_event_fn, completion)
+DHTC_SETTER(retry, dhtc_event_fn, retry)
+DHTC_SETTER(error, dhtc_event_fn, error)
+DHTC_SETTER(observation, dhtc_event_fn, observation)
+#undef DHTC_SETTER
 
-int dhtc_crawler_set_torrent_callback(dhtc_crawler* c, dhtc_torrent_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->torrent = fn;
-        c->torrent_ack = nullptr;
-        c->torrent_data = user_data;
-    });
-}
-
-int dhtc_crawler_set_torrent_ack_callback(dhtc_crawler* c, dhtc_torrent_ack_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->torrent_ack = fn;
-        c->torrent = nullptr;
-        c->torrent_data = user_data;
-    });
-}
-
-int dhtc_crawler_set_completion_callback(dhtc_crawler* c, dhtc_event_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->completion = fn;
-        c->completion_data = user_data;
-    });
-}
-
-int dhtc_crawler_set_retry_callback(dhtc_crawler* c, dhtc_event_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->retry = fn;
-        c->retry_data = user_data;
-    });
-}
-
-int dhtc_crawler_destroy_timeout(dhtc_crawler* c, long long) { return dhtc_crawler_destroy(c); }
-
-int dhtc_crawler_set_error_callback(dhtc_crawler* c, dhtc_event_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->error = fn;
-        c->error_data = user_data;
-    });
-}
-
-int dhtc_crawler_set_observation_callback(dhtc_crawler* c, dhtc_event_fn fn, void* user_data) {
-    return set_before_start(c, [&] {
-        c->observation = fn;
-        c->observation_data = user_data;
-    });
-}
-
-int dhtc_crawler_enable_polling(dhtc_crawler* c) {
-    return set_before_start(c, [&] { c->polling = true; });
-}
+int dhtc_crawler_enable_polling(dhtc_crawler* c) { return set_before_start(c, [&] { c->polling = true; }); }
 
 int dhtc_crawler_poll_event(dhtc_crawler* c, long long timeout_ms, char** out_json, unsigned char** out_info,
                             size_t* out_info_len) {
     return guard([&] {
-        require(c && out_json, "crawler or out_json is NULL");
+        require(out_json, "out_json is NULL");
         *out_json = nullptr;
         if (out_info) *out_info = nullptr;
         if (out_info_len) *out_info_len = 0;
-        std::unique_lock lock(c->m);
-        const auto ready = [&] { return !c->events.empty() || c->shut_down; };
-        if (timeout_ms < 0) {
-            c->changed.wait(lock, ready);
-        } else {
-            c->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
-        }
-        if (c->events.empty()) {
-            if (c->shut_down) fail(DHTC_ERR_STATE, "the crawler is shut down and every event was taken");
-            fail(DHTC_ERR_TIMEOUT, "no event");
-        }
-        dhtc_crawler::event e = std::move(c->events.front());
-        c->events.pop_front();
-        lock.unlock();
+        dhtc::api::polled_event e;
+        using poll_status = dhtc::api::event_delivery::poll_status;
+        const auto got = engine(c).events().poll(limit(timeout_ms), e);
+        if (got == poll_status::closed) fail(DHTC_ERR_STATE, "the crawler is shut down and every event was taken");
+        if (got == poll_status::timeout) fail(DHTC_ERR_TIMEOUT, "no event");
         *out_json = copy_out(e.json);
         if (out_info && !e.info.empty()) {
             *out_info = reinterpret_cast<unsigned char*>(copy_out(e.info));
@@ -501,39 +276,25 @@ int dhtc_crawler_poll_event(dhtc_crawler* c, long long timeout_ms, char** out_js
 
 int dhtc_crawler_answer(dhtc_crawler* c, unsigned long long event_id, int answer) {
     return guard([&] {
-        require(c, "crawler is NULL");
-        {
-            std::lock_guard lock(c->m);
-            const auto it = c->answers.find(event_id);
-            if (it == c->answers.end() || it->second) fail(DHTC_ERR_NOT_FOUND, "no event awaits that id");
-            it->second = answer != 0 && answer != DHTC_ANSWER_RETRY;
-        }
-        c->changed.notify_all();
+        if (!engine(c).events().answer_event(event_id, answer)) fail(DHTC_ERR_NOT_FOUND, "no event awaits that id");
         return DHTC_OK;
     });
 }
 
 int dhtc_crawler_stats(dhtc_crawler* c, char** out_json) {
-    return guard([&] {
-        require(c && out_json, "crawler or out_json is NULL");
-        auto j = dhtc::api::runtime_snapshot(*c->engine);
+    return snapshot_out(c, out_json, [c](const dhtc::api::crawler& e) {
+        auto j = dhtc::stats::runtime_snapshot(e);
         j["normalized"] = c->normalized;
-        return write_out(out_json, j.dump());
+        return j.dump();
     });
 }
 
 int dhtc_crawler_observability(dhtc_crawler* c, char** out_json) {
-    return guard([&] {
-        require(c && out_json, "crawler or out_json is NULL");
-        return write_out(out_json, dhtc::api::observability_snapshot(*c->engine).dump());
-    });
+    return snapshot_out(c, out_json, [](const auto& e) { return dhtc::stats::observability_snapshot(e).dump(); });
 }
 
 int dhtc_crawler_metrics(dhtc_crawler* c, char** out_text) {
-    return guard([&] {
-        require(c && out_text, "crawler or out_text is NULL");
-        return write_out(out_text, dhtc::api::prometheus_text(*c->engine));
-    });
+    return snapshot_out(c, out_text, [](const auto& e) { return dhtc::stats::prometheus_text(e); });
 }
 
 } // extern "C"

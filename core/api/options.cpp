@@ -19,7 +19,7 @@ namespace dhtc::api {
 namespace {
 
 using json = nlohmann::json;
-using O = engine::crawler_options;
+using O = api::crawler_options;
 
 // Upper bounds. Most are the components' own clamps, surfaced here so that an oversized
 // value is reported and to_json() shows what really runs; the others bound what the engine
@@ -54,11 +54,11 @@ constexpr std::size_t max_ladder_steps = 64;
 constexpr std::size_t max_text_option = 4096; // paths, connection strings, owner ids
 constexpr std::uint64_t percent_max = 100'000; // a class may wait up to 1000x the ladder
 
-template <metadata::failure_class C>
+template <api::failure_class C>
 unsigned& class_percent(O& o) {
     return o.retry.policy.class_percent[static_cast<std::size_t>(C)];
 }
-using fc = metadata::failure_class;
+using fc = api::failure_class;
 
 // Accessors of one field; the tag keeps the types distinct where size_t is unsigned.
 template <class T, int Tag>
@@ -216,6 +216,7 @@ const field fields[] = {
     {"retry.policy.class_percent.no_peers", uint_ref{&class_percent<fc::no_peers>}, 1, percent_max},
     {"retry.policy.class_percent.protocol_error", uint_ref{&class_percent<fc::protocol_error>}, 1, percent_max},
     {"retry.policy.class_percent.disconnected", uint_ref{&class_percent<fc::disconnected>}, 1, percent_max},
+    {"retry.policy.class_percent.sink_failed", uint_ref{&class_percent<fc::sink_failed>}, 1, percent_max},
 };
 
 const field* find_field(std::string_view path) noexcept {
@@ -673,7 +674,7 @@ std::string_view to_string(options_status s) noexcept {
     return "unknown";
 }
 
-options_result parse_options(std::string_view text, engine::crawler_options& out) {
+options_result parse_options(std::string_view text, api::crawler_options& out) {
     if (text.size() > max_options_document_bytes) {
         options_result r;
         r.status = options_status::invalid_json;
@@ -707,7 +708,7 @@ options_result parse_options(std::string_view text, engine::crawler_options& out
     return std::move(st.r);
 }
 
-nlohmann::json to_json(const engine::crawler_options& o) {
+nlohmann::json to_json(const api::crawler_options& o) {
     O m = o; // the accessors hand out mutable references; read them from a copy
     json root = json::object();
     for (const auto& f : fields) {
@@ -741,6 +742,6 @@ nlohmann::json to_json(const engine::crawler_options& o) {
     return root;
 }
 
-std::string default_options_json() { return to_json(engine::crawler_options{}).dump(2); }
+std::string default_options_json() { return to_json(api::crawler_options{}).dump(2); }
 
 } // namespace dhtc::api

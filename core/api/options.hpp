@@ -12,7 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "engine/crawler.hpp"
+#include "api/crawler.hpp"
 
 namespace dhtc::api {
 
@@ -56,7 +56,7 @@ inline constexpr std::size_t max_options_depth = 16;
 /// crawl.bootstrap.sources holds at most this many entries.
 inline constexpr std::size_t max_bootstrap_sources = 256;
 
-/// Parses an options document onto the defaults (`engine::crawler_options{}`): every key
+/// Parses an options document onto the defaults (`api::crawler_options{}`): every key
 /// present replaces its default, absent keys keep it. Strict: unknown keys, wrong types and
 /// unusable values are errors naming the key's path; unsafe but usable values are replaced
 /// by safe ones and reported in `normalized`. `out` is assigned only when the result is ok
@@ -66,14 +66,14 @@ inline constexpr std::size_t max_bootstrap_sources = 256;
 /// top-level bind_v4 unless that is 0.0.0.0; dht.seed is left unset (random).
 ///
 /// Never throws (short of std::bad_alloc); any input is safe. Thread rules: none (pure).
-options_result parse_options(std::string_view json, engine::crawler_options& out);
+options_result parse_options(std::string_view json, api::crawler_options& out);
 
 /// The document parse_options() reads, with every key, for `o`:
 /// parse_options(to_json(x).dump()) gives back x for any x parse_options() can produce.
 /// Fields that are not keys (dht.seed, metadata.bind_v4) are not written.
-nlohmann::json to_json(const engine::crawler_options& o);
+nlohmann::json to_json(const api::crawler_options& o);
 
-/// to_json(engine::crawler_options{}) pretty-printed with a 2-space indent: every key at
+/// to_json(api::crawler_options{}) pretty-printed with a 2-space indent: every key at
 /// its default.
 std::string default_options_json();
 

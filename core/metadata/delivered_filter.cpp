@@ -77,6 +77,18 @@ bool delivered_filter::insert(const id20& key, time_point now) {
     return true;
 }
 
+bool delivered_filter::erase(const id20& key) {
+    if (!enabled()) return false;
+    const std::uint64_t h = hash_of(key);
+    const std::uint32_t i = find(key, h);
+    if (i == detail::slot_index::npos) return false;
+    // Retired in place, like a re-inserted key: purge skips the slot when it reaches it.
+    index_.erase(h, i, [this](std::uint32_t j) { return hash_of(slots_[j].key); });
+    slots_[i].live = false;
+    --live_;
+    return true;
+}
+
 void delivered_filter::clear() noexcept {
     for (std::size_t i = 0; i < capacity_; ++i) slots_[i].live = false;
     index_.clear();

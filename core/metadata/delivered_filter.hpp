@@ -42,6 +42,8 @@ public:
     bool contains(const id20& key, time_point now) const;
     /// Records a delivery under `key` at `now`. True when it was not already present.
     bool insert(const id20& key, time_point now);
+    /// Forgets `key` (a delivery that did not stick). True when it was present.
+    bool erase(const id20& key);
     /// Purges up to `max` expired entries; returns how many.
     std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1));
     void clear() noexcept;

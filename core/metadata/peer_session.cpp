@@ -24,37 +24,6 @@
 
 namespace dhtc::metadata {
 
-std::string_view to_string(session_failure f) noexcept {
-    switch (f) {
-    case session_failure::none: return "none";
-    case session_failure::connect_refused: return "connect_refused";
-    case session_failure::connect_timeout: return "connect_timeout";
-    case session_failure::handshake_failed: return "handshake_failed";
-    case session_failure::no_extension_support: return "no_extension_support";
-    case session_failure::no_metadata_support: return "no_metadata_support";
-    case session_failure::rejected: return "rejected";
-    case session_failure::timeout: return "timeout";
-    case session_failure::size_limit: return "size_limit";
-    case session_failure::protocol_error: return "protocol_error";
-    case session_failure::disconnected: return "disconnected";
-    case session_failure::cancelled: return "cancelled";
-    }
-    return "unknown";
-}
-
-session_failure from_wire(wire::failure_class c) noexcept {
-    switch (c) {
-    case wire::failure_class::none: return session_failure::none;
-    case wire::failure_class::handshake_failed: return session_failure::handshake_failed;
-    case wire::failure_class::no_extension_support: return session_failure::no_extension_support;
-    case wire::failure_class::no_metadata_support: return session_failure::no_metadata_support;
-    case wire::failure_class::rejected: return session_failure::rejected;
-    case wire::failure_class::size_limit: return session_failure::size_limit;
-    case wire::failure_class::protocol_error: return session_failure::protocol_error;
-    }
-    return session_failure::protocol_error;
-}
-
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -158,7 +127,7 @@ private:
         result.failure = f;
         result.error = e;
     }
-    void fail_wire(wire::wire_error e) noexcept { fail(from_wire(wire::classify(e)), e); }
+    void fail_wire(wire::wire_error e) noexcept { fail(wire::classify(e), e); }
 
     // The socket failed for a reason of the peer's (closed, reset, refused...).
     void fail_net(const std::error_code& ec) noexcept {

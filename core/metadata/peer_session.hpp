@@ -22,25 +22,9 @@
 namespace dhtc::metadata {
 
 /// How a session ended. Stable names (to_string) for logs and counters.
-enum class session_failure : std::uint8_t {
-    none = 0,             ///< the piece source is complete (this session may have fetched none)
-    connect_refused,      ///< the connect failed before the deadline (refused, unreachable, bind error)
-    connect_timeout,      ///< the deadline passed before the TCP connection was established
-    handshake_failed,     ///< wire::failure_class::handshake_failed
-    no_extension_support, ///< wire::failure_class::no_extension_support
-    no_metadata_support,  ///< wire::failure_class::no_metadata_support
-    rejected,             ///< the peer rejected a request (ut_metadata msg_type 2)
-    timeout,              ///< connected, but the deadline passed before the source was complete
-    size_limit,           ///< wire::failure_class::size_limit
-    protocol_error,       ///< wire::failure_class::protocol_error (also a size the source refused)
-    disconnected,         ///< the peer closed or reset the connection after the handshake
-    cancelled,            ///< the owner cancelled the coroutine (cancellation slot)
-};
-
-/// "none", "connect_refused", ...
-std::string_view to_string(session_failure f) noexcept;
-/// The session class of a wire failure class (none → none).
-session_failure from_wire(wire::failure_class c) noexcept;
+/// How a session ended: the library's one failure vocabulary (none: the piece source is
+/// complete; cancelled: the owner cancelled the coroutine).
+using session_failure = api::failure_class;
 
 /// The most leases one session holds at once.
 inline constexpr std::uint32_t max_pipeline = 16;

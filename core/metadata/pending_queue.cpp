@@ -74,7 +74,7 @@ std::size_t pending_queue::purge(time_point now) {
     return n;
 }
 
-offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, crawl::hash_source src,
+offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, api::hash_source src,
                                   time_point event_time, time_point now) {
     const auto record = [this](offer_result r) {
         ++counts_[static_cast<std::size_t>(r)];

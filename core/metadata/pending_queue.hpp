@@ -11,7 +11,7 @@
 #include <optional>
 #include <string_view>
 
-#include "crawl/events.hpp"
+#include "api/events.hpp"
 #include "util/slot_index.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
@@ -43,7 +43,7 @@ inline constexpr std::size_t offer_result_count = 8;
 /// One peer of an entry.
 struct pending_peer {
     endpoint peer;
-    crawl::hash_source source = crawl::hash_source::announce;
+    api::hash_source source = api::hash_source::announce;
     time_point seen_at{}; ///< the event time of its latest sighting
 };
 
@@ -78,7 +78,7 @@ public:
     explicit pending_queue(pending_queue_options options = {});
 
     /// Offers a sighting of `peer` holding `info_hash`, seen at `event_time`.
-    offer_result offer(const id20& info_hash, const endpoint& peer, crawl::hash_source src, time_point event_time,
+    offer_result offer(const id20& info_hash, const endpoint& peer, api::hash_source src, time_point event_time,
                        time_point now);
     /// Removes and returns the newest unexpired entry (peers freshest first), or nothing.
     std::optional<pending_entry> take(time_point now);

@@ -17,11 +17,10 @@
 #include "metadata/delivered_filter.hpp"
 #include "metadata/hashing.hpp"
 #include "metadata/peer_failure_cache.hpp"
+#include "metadata/peer_session.hpp"
 #include "metadata/pending_queue.hpp"
 #include "metadata/shared_pieces.hpp"
 #include "net/clock.hpp"
-#include "retry/policy.hpp"
-#include "retry/scheduler.hpp"
 
 // Coroutine note: g++ 12 miscompiles `co_await` inside an if/while condition; every await
 // here is assigned to a variable first.
@@ -63,7 +62,7 @@ struct job {
     bool completed = false;
     unsigned attempts = 0;
     std::optional<bool> gate_answer;
-    std::optional<bool> ack;
+    std::optional<answer> ack;
     asio::steady_timer wake; ///< woken by answers from the delivery thread and by sessions
     std::vector<std::unique_ptr<asio::cancellation_signal>> sessions;
     time_point queued_at{};
@@ -71,7 +70,7 @@ struct job {
     bool retry = false;        ///< a due hash leased from the store (not a fresh sighting)
     bool holds_lease = false;  ///< the store leased this hash to us: its outcome is owed there
     std::uint32_t round = 0;   ///< failed rounds before this one
-    std::optional<retry::claim_answer> claim;
+    std::optional<claim_reply> claim;
     bool waiting_for_peers = false;
     std::optional<id20> sibling; ///< a hybrid's other key, remembered as done with this one
 
@@ -88,9 +87,8 @@ struct job {
 } // namespace
 
 struct pipeline::impl {
-    impl(pipeline& o, const pipeline_options& opt, engine::delivery_thread& d, retry_hooks r)
-        : owner(o), options(opt), app(d), retry(std::move(r)),
-          retry_cap(retry.store ? retry::retry_slots(opt.max_worker_count, retry.budget_share) : 0),
+    impl(pipeline& o, const pipeline_options& opt, application_port& a, const dhtc::clock& c, retry_settings r)
+        : owner(o), options(opt), app(a), clock(c), retry(std::move(r)), retry_cap(retry.store ? retry.slots : 0),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
           failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
                                               std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
@@ -102,20 +100,19 @@ struct pipeline::impl {
 
     pipeline& owner;
     pipeline_options options;
-    engine::delivery_thread& app; ///< the delivery thread: every callback runs there
-    retry_hooks retry;
+    application_port& app; ///< every callback runs behind it, on the application's side
+    const dhtc::clock& clock;
+    retry_settings retry;
     std::size_t retry_cap;        ///< retry rounds at once (the budget)
     std::size_t retry_active = 0;
-    std::vector<retry::leased_hash> due_batch;
     asio::io_context io{1};
     asio::steady_timer drain_timer{io};
-    steady_clock_source clock;
     pending_queue pending;
     peer_failure_cache failures;
     delivered_filter delivered;
     std::unordered_map<id20, std::shared_ptr<job>, id20_hash> jobs; ///< rounds in flight
     std::size_t active = 0; ///< worker slots: held from take() until the completion ran
-    std::vector<crawl::hash_event> batch;
+    std::vector<api::hash_event> batch;
     std::mt19937_64 rng;
     std::thread thread;
     std::mutex lifecycle;
@@ -125,23 +122,27 @@ struct pipeline::impl {
 
     void arm_drain();
     void drain();
-    void admit(const crawl::hash_event& e, time_point now);
+    void admit(const api::hash_event& e, time_point now);
     void schedule(time_point now);
     void start_retries(time_point now);
     void settle_lease(const job& j, const completion& c);
     void release_slot();
     void complete(job& j, completion c);
+    void unremember(const job& j, const id20& v1, const id20& v2);
     void shutdown_jobs();
 
     asio::awaitable<void> run_job(std::shared_ptr<job> j);
     asio::awaitable<bool> gate(std::shared_ptr<job> j);
-    asio::awaitable<retry::claim_answer> claim(std::shared_ptr<job> j);
+    template <class T, class Post>
+    asio::awaitable<std::optional<T>> await_reply(std::shared_ptr<job> j, std::optional<T> job::*slot, Post post,
+                                                  std::optional<std::chrono::milliseconds> timeout);
+    asio::awaitable<claim_reply> claim(std::shared_ptr<job> j);
     asio::awaitable<bool> claimed(std::shared_ptr<job> j);
     asio::awaitable<bool> admitted(std::shared_ptr<job> j);
     asio::awaitable<void> await_peers(std::shared_ptr<job> j);
     asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
                                                               std::vector<endpoint> peers);
-    asio::awaitable<bool> deliver(std::shared_ptr<job> j, delivery d);
+    asio::awaitable<answer> deliver(std::shared_ptr<job> j, delivery d);
     asio::awaitable<void> wait(job& j) {
         std::error_code ec;
         co_await j.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -181,7 +182,7 @@ void pipeline::impl::drain() {
     owner.counters_.in_flight.store(jobs.size(), std::memory_order_relaxed);
 }
 
-void pipeline::impl::admit(const crawl::hash_event& e, time_point now) {
+void pipeline::impl::admit(const api::hash_event& e, time_point now) {
     auto& c = owner.counters_;
     bump(c.hashes_in);
     if (delivered.contains(e.info_hash, now)) {
@@ -227,9 +228,9 @@ void pipeline::impl::schedule(time_point now) {
 // once, so fresh hashes always keep the rest of the workers.
 void pipeline::impl::start_retries(time_point now) {
     while (!stopping && active < options.max_worker_count && retry_active < retry_cap) {
-        due_batch.clear();
-        if (retry.store->due().pop_batch(due_batch, 1) == 0) break;
-        auto& d = due_batch.front();
+        auto due = retry.store->take_due();
+        if (!due) break;
+        auto& d = *due;
         if (jobs.count(d.info_hash)) continue; // one of our rounds holds it already
         if (delivered.contains(d.info_hash, now)) {
             retry.store->post_done(d.info_hash);
@@ -250,7 +251,7 @@ void pipeline::impl::start_retries(time_point now) {
         bump(owner.counters_.retry_rounds);
         asio::co_spawn(io, run_job(j), asio::detached);
     }
-    const std::size_t queued = retry.store->due().depth();
+    const std::size_t queued = retry.store->due_depth();
     const std::size_t used = retry_active + queued;
     retry.store->set_retry_room(used < retry_cap ? retry_cap - used : 0);
     owner.counters_.retries_in_flight.store(retry_active, std::memory_order_relaxed);
@@ -266,7 +267,8 @@ void pipeline::impl::settle_lease(const job& j, const completion& c) {
         if (j.sibling) retry.store->post_done(*j.sibling);
         break;
     case outcome::fetch_failed: retry.store->post_failure(j.key, c.failure); break;
-    case outcome::cancelled: retry.store->post_release(j.key, retry::scheduler::now()); break;
+    case outcome::sink_failed: retry.store->post_failure(j.key, failure_class::sink_failed); break;
+    case outcome::cancelled: retry.store->post_release(j.key, 0); break;
     }
 }
 
@@ -290,68 +292,72 @@ void pipeline::impl::complete(job& j, completion c) {
     if (!posted) release_slot();
 }
 
-asio::awaitable<bool> pipeline::impl::gate(std::shared_ptr<job> j) {
+// Posts a request whose answer comes back on another thread, then sleeps on the job's
+// timer until the answer lands in `slot`, the time runs out (nullopt: no limit) or the
+// pipeline stops. nullopt when the request could not be posted or no answer came.
+template <class T, class Post>
+asio::awaitable<std::optional<T>> pipeline::impl::await_reply(std::shared_ptr<job> j, std::optional<T> job::*slot,
+                                                              Post post,
+                                                              std::optional<std::chrono::milliseconds> timeout) {
     std::weak_ptr<job> weak = j;
     auto ex = io.get_executor();
-    const bool posted = app.post_gate(j->key, [weak, ex](bool pass) {
-        asio::post(ex, [weak, pass] {
+    auto reply = [weak, ex, slot](T value) {
+        asio::post(ex, [weak, slot, value] {
             if (auto live = weak.lock()) {
-                live->gate_answer = pass;
+                (*live).*slot = value;
                 live->wake.cancel();
             }
         });
-    });
-    if (!posted) co_return options.gate_default;
-    j->wake.expires_after(std::chrono::milliseconds(options.gate_timeout_millis));
-    while (!j->gate_answer && !stopping) {
+    };
+    if (!post(std::function<void(T)>(std::move(reply)))) co_return std::nullopt;
+    if (timeout)
+        j->wake.expires_after(*timeout);
+    else
+        j->wake.expires_at(asio::steady_timer::time_point::max());
+    while (!((*j).*slot) && !stopping) {
         std::error_code ec;
         co_await j->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        if (!ec) { // the timer ran out: the application did not answer in time
-            bump(owner.counters_.gate_timeouts);
-            co_return options.gate_default;
-        }
+        if (!ec) co_return std::nullopt; // the time ran out
     }
-    co_return j->gate_answer.value_or(false);
+    co_return (*j).*slot;
 }
 
-asio::awaitable<retry::claim_answer> pipeline::impl::claim(std::shared_ptr<job> j) {
-    std::weak_ptr<job> weak = j;
-    auto ex = io.get_executor();
-    const bool posted = retry.store->post_claim(j->key, j->peers, [weak, ex](retry::claim_answer a) {
-        asio::post(ex, [weak, a] {
-            if (auto live = weak.lock()) {
-                live->claim = a;
-                live->wake.cancel();
-            }
-        });
-    });
-    retry::claim_answer busy{retry::claim_result::busy, 0};
-    if (!posted) co_return busy;
-    j->wake.expires_after(std::chrono::milliseconds(retry.claim_timeout_millis));
-    while (!j->claim && !stopping) {
-        std::error_code ec;
-        co_await j->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        if (!ec) co_return busy; // no answer in time; should it come later, the lease expires
-    }
-    co_return j->claim.value_or(busy);
+asio::awaitable<bool> pipeline::impl::gate(std::shared_ptr<job> j) {
+    bool posted = true;
+    const auto pass = co_await await_reply<bool>(
+        j, &job::gate_answer,
+        [&](std::function<void(bool)> reply) { return posted = app.post_gate(j->key, std::move(reply)); },
+        std::chrono::milliseconds(options.gate_timeout_millis));
+    if (pass) co_return *pass;
+    if (posted && !stopping) bump(owner.counters_.gate_timeouts); // the application did not answer in time
+    co_return options.gate_default;
+}
+
+asio::awaitable<claim_reply> pipeline::impl::claim(std::shared_ptr<job> j) {
+    // No answer in time counts as busy; should it come later, the lease expires.
+    const auto a = co_await await_reply<claim_reply>(
+        j, &job::claim,
+        [&](std::function<void(claim_reply)> reply) { return retry.store->post_claim(j->key, j->peers, std::move(reply)); },
+        std::chrono::milliseconds(retry.claim_timeout_millis));
+    co_return a.value_or(claim_reply{claim_verdict::busy, 0});
 }
 
 // The store decides before the gate: delivered before, leased by another crawler, or
 // dormant and not yet due (the sighting reactivated it) all end here, without a round.
 asio::awaitable<bool> pipeline::impl::claimed(std::shared_ptr<job> j) {
-    const retry::claim_answer a = co_await claim(j);
+    const claim_reply a = co_await claim(j);
     if (stopping) co_return false;
-    if (a.result == retry::claim_result::fetch) {
+    if (a.verdict == claim_verdict::fetch) {
         j->holds_lease = true;
         j->round = a.attempts;
         co_return true;
     }
     auto& c = owner.counters_;
-    if (a.result == retry::claim_result::done) {
+    if (a.verdict == claim_verdict::done) {
         delivered.insert(j->key, clock.now()); // the bounded done cache: no claim next time
         bump(c.store_done);
     } else {
-        bump(a.result == retry::claim_result::busy ? c.store_busy : c.store_deferred);
+        bump(a.verdict == claim_verdict::busy ? c.store_busy : c.store_deferred);
     }
     jobs.erase(j->key);
     release_slot();
@@ -371,7 +377,7 @@ asio::awaitable<bool> pipeline::impl::admitted(std::shared_ptr<job> j) {
     if (!pass) {
         bump(owner.counters_.gate_rejected);
         if (retry.store && j->holds_lease)
-            retry.store->post_release(j->key, retry::scheduler::now() + retry.gate_rejected_retry_secs);
+            retry.store->post_release(j->key, retry.gate_rejected_retry_secs);
         if (j->retry && retry_active) --retry_active;
         jobs.erase(j->key);
         release_slot(); // a rejected hash produces no completion
@@ -445,23 +451,12 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
     co_return results;
 }
 
-asio::awaitable<bool> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d) {
-    std::weak_ptr<job> weak = j;
-    auto ex = io.get_executor();
-    const bool posted = app.post_torrent(std::move(d), [weak, ex](bool accepted) {
-        asio::post(ex, [weak, accepted] {
-            if (auto live = weak.lock()) {
-                live->ack = accepted;
-                live->wake.cancel();
-            }
-        });
-    });
-    if (!posted) co_return false;
-    while (!j->ack && !stopping) {
-        j->wake.expires_at(asio::steady_timer::time_point::max());
-        co_await wait(*j);
-    }
-    co_return j->ack.value_or(false);
+asio::awaitable<answer> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d) {
+    // No time limit: a slow application slows fetching; shutdown ends the wait.
+    const auto a = co_await await_reply<answer>(
+        j, &job::ack, [&](std::function<void(answer)> reply) { return app.post_torrent(std::move(d), std::move(reply)); },
+        std::nullopt);
+    co_return a.value_or(answer::reject);
 }
 
 asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
@@ -486,8 +481,8 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         const auto results = co_await run_sessions(j, pieces, peers);
         if (stopping) co_return;
         for (std::size_t i = 0; i < results.size(); ++i) {
-            const auto cls = from_session(results[i].failure);
-            if (cls == failure_class::none) continue;
+            const auto cls = results[i].failure;
+            if (cls == failure_class::none || cls == failure_class::cancelled) continue;
             bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
             if (cacheable(cls)) failures.insert(peers[i], clock.now());
             result.failure = cls;
@@ -523,7 +518,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
                 served_by = one;
                 break;
             }
-            result.failure = again.complete() ? failure_class::hash_mismatch : from_session(second[0].failure);
+            result.failure = again.complete() ? failure_class::hash_mismatch : second[0].failure;
             if (again.complete()) bump(c.attempt_failures[static_cast<std::size_t>(failure_class::hash_mismatch)]);
         }
     }
@@ -538,7 +533,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     c.payload_bytes.record(bytes->size());
     c.fetch_duration_ms.record(static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - fetch_started).count()));
-    metadata::delivery d;
+    api::delivery d;
     d.peer = *served_by;
     d.discovered_at = std::chrono::system_clock::now();
     const auto parsed = parse_info(*bytes, j->key, d.info);
@@ -562,10 +557,27 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         co_return;
     }
     d.raw = std::move(*bytes);
-    const bool accepted = co_await deliver(j, std::move(d));
+    const answer taken = co_await deliver(j, std::move(d));
     if (stopping) co_return;
-    complete(*j, make_completion(j->key, accepted ? outcome::accepted : outcome::delivery_rejected, failure_class::none,
-                                 j->attempts, served_by));
+    if (taken == answer::retry) {
+        // Not stored: nothing may remember it as delivered, so it is fetched again.
+        unremember(*j, v1, v2);
+        bump(c.sink_failures);
+        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by));
+        co_return;
+    }
+    complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
+                                 failure_class::none, j->attempts, served_by));
+}
+
+// A torrent the application could not store is forgotten under both keys, and without a
+// store the application hears how it comes back.
+void pipeline::impl::unremember(const job& j, const id20& v1, const id20& v2) {
+    delivered.erase(v1);
+    delivered.erase(v2);
+    if (!retry.store)
+        app.post_error("torrent " + j.key.hex() +
+                       " could not be stored (a sink failed); it is fetched again when it is next announced");
 }
 
 void pipeline::impl::shutdown_jobs() {
@@ -577,13 +589,13 @@ void pipeline::impl::shutdown_jobs() {
         if (j->gated)
             complete(*j, make_completion(key, outcome::cancelled, failure_class::none, j->attempts, std::nullopt));
         else if (retry.store && j->holds_lease)
-            retry.store->post_release(key, retry::scheduler::now()); // not gated yet: give the lease back
+            retry.store->post_release(key, 0); // not gated yet: give the lease back
     }
     io.stop();
 }
 
-pipeline::pipeline(const pipeline_options& o, engine::delivery_thread& delivery, retry_hooks retry)
-    : impl_(std::make_unique<impl>(*this, o, delivery, std::move(retry))), ingress_(o.hash_queue_capacity) {}
+pipeline::pipeline(const pipeline_options& o, application_port& app, const dhtc::clock& clock, retry_settings retry)
+    : impl_(std::make_unique<impl>(*this, o, app, clock, std::move(retry))), ingress_(o.hash_queue_capacity) {}
 
 pipeline::~pipeline() { stop(); }
 

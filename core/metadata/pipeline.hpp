@@ -12,16 +12,12 @@
 #include <optional>
 #include <thread>
 
-#include "crawl/events.hpp"
-#include "engine/delivery_thread.hpp"
-#include "metadata/outcome.hpp"
+#include "api/events.hpp"
+#include "metadata/ports.hpp"
 #include "net/address.hpp"
+#include "net/clock.hpp"
 #include "stats/histogram.hpp"
 #include "util/bounded_queue.hpp"
-
-namespace dhtc::retry {
-class scheduler;
-}
 
 namespace dhtc::metadata {
 
@@ -42,10 +38,10 @@ struct pipeline_options {
     std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
 };
 
-/// The retry scheduler's side of the pipeline (all optional).
-struct retry_hooks {
-    retry::scheduler* store = nullptr;             ///< nullptr: no retry store
-    double budget_share = 0.25;                    ///< share of max_worker_count for retries
+/// The retry store's side of the pipeline (all optional).
+struct retry_settings {
+    retry_port* store = nullptr;                   ///< nullptr: no retry store
+    std::size_t slots = 0;                         ///< retry rounds at once (the budget's share of the workers)
     unsigned claim_timeout_millis = 5'000;         ///< an unanswered claim counts as busy
     unsigned lookup_wait_secs = 10;                ///< a retry without peers waits this long for a lookup
     unsigned gate_rejected_retry_secs = 1'800;     ///< a hash the gate refused is offered again after this
@@ -67,12 +63,13 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> duplicates{0};         ///< a hybrid already delivered under its other key
     std::atomic<std::uint64_t> bytes_fetched{0};
     std::array<std::atomic<std::uint64_t>, failure_class_count> attempt_failures{}; ///< per class
-    std::array<std::atomic<std::uint64_t>, 4> outcomes{};                           ///< per outcome
+    std::array<std::atomic<std::uint64_t>, outcome_count> outcomes{};               ///< per outcome
     std::atomic<std::uint64_t> store_done{0};         ///< skipped: the retry store knows it is done
     std::atomic<std::uint64_t> store_busy{0};         ///< skipped: leased elsewhere (or the claim went unanswered)
     std::atomic<std::uint64_t> store_deferred{0};     ///< skipped: dormant and not due (reactivated instead)
     std::atomic<std::uint64_t> retry_rounds{0};       ///< rounds started for due hashes leased from the store
     std::atomic<std::uint64_t> retry_lookups{0};      ///< retries that came due without peers
+    std::atomic<std::uint64_t> sink_failures{0};      ///< fetched, but the application could not store it
     std::atomic<std::uint64_t> in_flight{0};
     std::atomic<std::uint64_t> retries_in_flight{0};
     std::atomic<std::uint64_t> pending{0};
@@ -86,12 +83,14 @@ struct pipeline_counters {
 
 class pipeline {
 public:
-    pipeline(const pipeline_options& o, engine::delivery_thread& delivery, retry_hooks retry = {});
+    /// `app` and `clock` outlive the pipeline. The clock times the pipeline's own
+    /// bookkeeping (queues, caches, filters); peer sessions keep their own deadlines.
+    pipeline(const pipeline_options& o, application_port& app, const dhtc::clock& clock, retry_settings retry = {});
     ~pipeline();
 
     /// Where the DHT side puts captured pairs (any thread).
-    bounded_queue<crawl::hash_event>& ingress() noexcept { return ingress_; }
-    const bounded_queue<crawl::hash_event>& ingress() const noexcept { return ingress_; }
+    bounded_queue<api::hash_event>& ingress() noexcept { return ingress_; }
+    const bounded_queue<api::hash_event>& ingress() const noexcept { return ingress_; }
     /// 0..1: how full the pipeline's queues are, for the DHT query-rate feedback.
     double pressure() const noexcept { return pressure_.load(std::memory_order_relaxed); }
 
@@ -106,7 +105,7 @@ public:
 private:
     struct impl;
     std::unique_ptr<impl> impl_;
-    bounded_queue<crawl::hash_event> ingress_;
+    bounded_queue<api::hash_event> ingress_;
     std::atomic<double> pressure_{0.0};
     pipeline_counters counters_;
 };

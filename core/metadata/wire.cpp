@@ -42,19 +42,6 @@ std::string_view to_string(wire_error e) noexcept {
     return "unknown";
 }
 
-std::string_view to_string(failure_class c) noexcept {
-    switch (c) {
-    case failure_class::none: return "none";
-    case failure_class::handshake_failed: return "handshake_failed";
-    case failure_class::no_extension_support: return "no_extension_support";
-    case failure_class::no_metadata_support: return "no_metadata_support";
-    case failure_class::rejected: return "rejected";
-    case failure_class::size_limit: return "size_limit";
-    case failure_class::protocol_error: return "protocol_error";
-    }
-    return "unknown";
-}
-
 failure_class classify(wire_error e) noexcept {
     switch (e) {
     case wire_error::none: return failure_class::none;

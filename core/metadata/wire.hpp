@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/failure.hpp"
 #include "bencode/decoder.hpp"
 #include "util/id20.hpp"
 
@@ -79,17 +80,8 @@ enum class wire_error : std::uint8_t {
 std::string_view to_string(wire_error e) noexcept;
 
 /// The coarse classes the fetch pipeline reports and counts.
-enum class failure_class : std::uint8_t {
-    none = 0,
-    handshake_failed,
-    no_extension_support,
-    no_metadata_support,
-    rejected,
-    size_limit,
-    protocol_error,
-};
-
-std::string_view to_string(failure_class c) noexcept;
+/// Failures speak the library's one vocabulary (api/failure.hpp).
+using api::failure_class;
 /// Maps a precise error to its class (none → none).
 failure_class classify(wire_error e) noexcept;
 

@@ -5,20 +5,23 @@
 
 namespace dhtc::retry {
 
-using metadata::failure_class;
+using api::failure_class;
 
 std::vector<std::uint32_t> default_ladder_secs() {
     constexpr std::uint32_t minute = 60, hour = 3600, day = 86400;
     return {30 * minute, 2 * hour, 8 * hour, day, 7 * day, 30 * day};
 }
 
-std::array<std::uint32_t, metadata::failure_class_count> default_class_percent() {
-    std::array<std::uint32_t, metadata::failure_class_count> p{};
+std::array<std::uint32_t, api::failure_class_count> default_class_percent() {
+    std::array<std::uint32_t, api::failure_class_count> p{};
     p.fill(100);
     // Transient by nature: the peer was away or slow, not wrong. Sooner.
     for (const auto c : {failure_class::no_peers, failure_class::timeout, failure_class::connect_timeout,
                          failure_class::connect_refused, failure_class::disconnected})
         p[static_cast<std::size_t>(c)] = 50;
+    // Our side failed, not the peer: the torrent is good and wanted, so try again soon
+    // (90 s after the first failure with the default ladder).
+    p[static_cast<std::size_t>(failure_class::sink_failed)] = 5;
     return p;
 }
 

@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "metadata/outcome.hpp"
+#include "api/failure.hpp"
 
 namespace dhtc::retry {
+
+using api::failure_class;
 
 /// Seconds since the Unix epoch: retry times outlive the process, so they are wall-clock.
 using unix_seconds = std::int64_t;
@@ -25,12 +27,12 @@ std::vector<std::uint32_t> default_ladder_secs();
 /// classes (no_peers, every timeout, refused connections, disconnects) 50%; hash_mismatch
 /// 100% the first time and `repeated_mismatch_percent` once mismatches came from two or more
 /// rounds (each round's mismatch names one source, so that is "several sources").
-std::array<std::uint32_t, metadata::failure_class_count> default_class_percent();
+std::array<std::uint32_t, api::failure_class_count> default_class_percent();
 
 struct policy_options {
     std::vector<std::uint32_t> ladder_secs = default_ladder_secs(); ///< attempt n uses entry min(n, size) - 1
     std::uint32_t jitter_percent = 20;  ///< each delay is scaled by a uniform factor in [1 - j, 1 + j]
-    std::array<std::uint32_t, metadata::failure_class_count> class_percent = default_class_percent();
+    std::array<std::uint32_t, api::failure_class_count> class_percent = default_class_percent();
     std::uint32_t repeated_mismatch_percent = 400;
     /// Reactivation: the wait left is cut to this percentage ...
     std::uint32_t reactivation_percent = 10;
@@ -44,7 +46,7 @@ struct policy_options {
 /// The delay before the next round, after `attempt` failed rounds (1 = the first failure).
 /// `mismatch_rounds` counts rounds that ended hash_mismatch, this one included; `u01` is a
 /// uniform draw in [0, 1) for the jitter. Always at least 1 second.
-std::int64_t next_delay_secs(const policy_options& p, std::uint32_t attempt, metadata::failure_class cls,
+std::int64_t next_delay_secs(const policy_options& p, std::uint32_t attempt, api::failure_class cls,
                              std::uint32_t mismatch_rounds, double u01) noexcept;
 
 /// The new next_retry_at of a dormant hash observed afresh at `now`: the wait left shrinks to

@@ -103,6 +103,8 @@ void scheduler::stop() {
         stopping_ = true;
     }
     cv_.notify_all();
+    // Two concurrent joins of one std::thread hang: a second caller waits for the first.
+    std::lock_guard join_lock(join_m_);
     if (thread_.joinable()) thread_.join();
 }
 
@@ -112,7 +114,7 @@ bool scheduler::post_claim(const id20& h, std::vector<endpoint> peers, std::func
     return false;
 }
 
-void scheduler::post_failure(const id20& h, metadata::failure_class cls) {
+void scheduler::post_failure(const id20& h, api::failure_class cls) {
     if (!requests_.try_push(failure_req{h, cls})) bump(counters_.requests_dropped);
 }
 
@@ -206,12 +208,15 @@ void scheduler::apply_batch(std::vector<request>& batch) {
             } else if (auto* f = std::get_if<failure_req>(&r)) {
                 if (const auto row = store_->record_failure(f->h, f->cls, t)) {
                     ++applied.failures;
-                    events.push_back({row->info_hash, row->state, row->attempts, f->cls, row->next_retry_at});
+                    events.push_back({row->info_hash,
+                                      row->state == hash_state::done ? api::retry_state::done
+                                                                     : api::retry_state::dormant,
+                                      row->attempts, f->cls, row->next_retry_at});
                 }
             } else if (auto* d = std::get_if<done_req>(&r)) {
                 store_->record_done(d->h, t);
                 ++applied.done;
-                events.push_back({d->h, hash_state::done, 0, metadata::failure_class::none, 0});
+                events.push_back({d->h, api::retry_state::done, 0, api::failure_class::none, 0});
             } else if (auto* rel = std::get_if<release_req>(&r)) {
                 store_->release(rel->h, rel->at);
                 ++applied.released;

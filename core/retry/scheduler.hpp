@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "metadata/outcome.hpp"
+#include "api/events.hpp"
 #include "retry/policy.hpp"
 #include "retry/store.hpp"
 #include "util/bounded_queue.hpp"
@@ -55,13 +55,7 @@ struct leased_hash {
 };
 
 /// A state change of a hash, for the application (the `retry` event).
-struct retry_event {
-    id20 info_hash;
-    hash_state state = hash_state::dormant;
-    std::uint32_t attempts = 0;
-    metadata::failure_class failure = metadata::failure_class::none;
-    unix_seconds next_retry_at = 0;
-};
+using api::retry_event;
 
 /// Relaxed atomics readable from any thread.
 struct scheduler_counters {
@@ -102,7 +96,7 @@ public:
     // Any thread, never blocking.
     /// False when the queue is full: the caller treats the hash as busy.
     bool post_claim(const id20& info_hash, std::vector<endpoint> peers, std::function<void(claim_answer)> answer);
-    void post_failure(const id20& info_hash, metadata::failure_class cls);
+    void post_failure(const id20& info_hash, api::failure_class cls);
     void post_done(const id20& info_hash);
     void post_release(const id20& info_hash, unix_seconds retry_at);
     void post_observation(const id20& info_hash, std::optional<endpoint> peer);
@@ -127,7 +121,7 @@ private:
     };
     struct failure_req {
         id20 h;
-        metadata::failure_class cls;
+        api::failure_class cls;
     };
     struct done_req {
         id20 h;
@@ -162,6 +156,7 @@ private:
     std::vector<std::pair<std::size_t, claim_answer>> answers_; ///< batch index of each claim, its answer
     std::chrono::steady_clock::time_point next_expire_{}, next_counts_{}, next_lease_{};
     std::mutex m_;
+    std::mutex join_m_;
     std::condition_variable cv_;
     bool stopping_ = false;
     std::thread thread_;

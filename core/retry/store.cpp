@@ -4,7 +4,7 @@
 
 namespace dhtc::retry {
 
-using metadata::failure_class;
+using api::failure_class;
 
 namespace {
 constexpr unsigned count_bits = 4;
@@ -33,13 +33,13 @@ std::string_view to_string(claim_result r) noexcept {
 
 std::uint32_t retry_row::failures(failure_class c) const noexcept {
     const auto i = static_cast<unsigned>(c);
-    if (i == 0 || i >= metadata::failure_class_count) return 0;
+    if (i == 0 || i >= api::failure_class_count) return 0;
     return static_cast<std::uint32_t>((failure_counts >> ((i - 1) * count_bits)) & count_max);
 }
 
 void retry_row::add_failure(failure_class c) noexcept {
     const auto i = static_cast<unsigned>(c);
-    if (i == 0 || i >= metadata::failure_class_count) return;
+    if (i == 0 || i >= api::failure_class_count) return;
     const unsigned shift = (i - 1) * count_bits;
     if (((failure_counts >> shift) & count_max) < count_max) failure_counts += std::uint64_t{1} << shift;
     recent_failures = ((recent_failures << count_bits) | i) & ((1u << (count_bits * recent_kept)) - 1);
@@ -49,7 +49,7 @@ std::vector<failure_class> retry_row::recent() const {
     std::vector<failure_class> out;
     for (std::size_t k = 0; k < recent_kept; ++k) {
         const unsigned c = (recent_failures >> (k * count_bits)) & count_max;
-        if (c == 0 || c >= metadata::failure_class_count) break;
+        if (c == 0 || c >= api::failure_class_count) break;
         out.push_back(static_cast<failure_class>(c));
     }
     return out;

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "metadata/outcome.hpp"
+#include "api/events.hpp"
 #include "net/address.hpp"
 #include "retry/policy.hpp"
 #include "util/id20.hpp"
@@ -54,11 +54,11 @@ struct retry_row {
     std::string lease_owner;     ///< empty unless leased
     std::vector<endpoint> peers; ///< freshest first, at most max_peers
 
-    std::uint32_t failures(metadata::failure_class c) const noexcept;
+    std::uint32_t failures(api::failure_class c) const noexcept;
     /// Counts one more failure of class `c` and pushes it onto the recent ones.
-    void add_failure(metadata::failure_class c) noexcept;
+    void add_failure(api::failure_class c) noexcept;
     /// The last failure classes, newest first.
-    std::vector<metadata::failure_class> recent() const;
+    std::vector<api::failure_class> recent() const;
     /// Puts `fresh` in front of the known peers (deduplicated, at most max_peers).
     void merge_peers(std::span<const endpoint> fresh);
 };
@@ -132,7 +132,7 @@ public:
     bool observe(const id20& info_hash, std::span<const endpoint> peers, unix_seconds now);
     /// A round of ours failed with `cls`: the row goes dormant until the policy's delay.
     /// Returns the row as stored (nothing when the hash is unknown or done).
-    std::optional<retry_row> record_failure(const id20& info_hash, metadata::failure_class cls, unix_seconds now);
+    std::optional<retry_row> record_failure(const id20& info_hash, api::failure_class cls, unix_seconds now);
     /// A round delivered the torrent: done, for good.
     void record_done(const id20& info_hash, unix_seconds now);
     /// Gives our lease back without an attempt (a cancelled round, a gate that said no):

@@ -35,7 +35,7 @@ func startTestnet(t *testing.T, torrents int) (bootstrap, truthPath string) {
 	program := os.Getenv(testnetEnv)
 	if program == "" {
 		t.Fatalf("%s is not set: point it at the dhtcrawler-testnet program "+
-			"(built in <build>/tests/testnet/ by CMake)", testnetEnv)
+			"(built in <build>/tools/testnet/ by CMake)", testnetEnv)
 	}
 	truthPath = filepath.Join(t.TempDir(), "truth.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -182,7 +182,7 @@ func TestCrawlTheLoopbackTestnet(t *testing.T) {
 		}
 		return n
 	}
-	// Wait for a clear majority (as tests/testnet's own crawl test does: a torrent announced
+	// Wait for a clear majority (as tests/testnet/test_testnet_crawl.cpp does: a torrent announced
 	// before the crawler joined is found only by sampling or a re-announce), then 20 ticks
 	// more, in which a duplicate delivery would show. Bounded: at most 900 ticks of 100 ms;
 	// the network stops by itself after 120 s.

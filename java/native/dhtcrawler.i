@@ -101,12 +101,10 @@ static void dhtc_java_throw(JNIEnv* jenv, const dhtc_java::status_error& e) {
 %ignore dhtc_last_error;
 %ignore dhtc_string_free;
 %ignore dhtc_default_options;
-/* dhtc_status and dhtc_answer become Java enums (dev.dhtcrawler.internal.dhtc_status, ...):
- * DhtcException derives its list of status names from the header through them. */
-%include "enums.swg"
+// The header's enums (dhtc_status, dhtc_answer) become int constants beside the #defines.
+%include "enumsimple.swg"
 %include "dhtcrawler.h"
 
-%include "enumsimple.swg"
 %rename(waitFor) dhtc_java::NativeCrawler::wait; // Object.wait(long) is final
 %feature("director") dhtc_java::EventHandler;
 /* A Java exception leaving a callback is cleared here and continues as a C++ exception, which

@@ -276,7 +276,7 @@ private:
 
     [[noreturn]] static void raise_state(const char* message) {
         PyErr_SetObject(native_error_type.ptr(),
-                        py::make_tuple(DHTC_ERR_STATE, std::string(dhtc_status_name(DHTC_ERR_STATE)),
+                        py::make_tuple(static_cast<int>(DHTC_ERR_STATE), std::string(dhtc_status_name(DHTC_ERR_STATE)),
                                        std::string(message))
                             .ptr());
         throw py::error_already_set();
@@ -308,18 +308,18 @@ PYBIND11_MODULE(_native, m) {
         PyErr_NewException("dhtcrawler._native.NativeError", PyExc_RuntimeError, nullptr));
     m.attr("NativeError") = native_error_type;
 
-    m.attr("ABI_VERSION") = DHTC_ABI_VERSION;
-    m.attr("OK") = DHTC_OK;
-    m.attr("ERR_INVALID_ARGUMENT") = DHTC_ERR_INVALID_ARGUMENT;
-    m.attr("ERR_INVALID_JSON") = DHTC_ERR_INVALID_JSON;
-    m.attr("ERR_INVALID_OPTION") = DHTC_ERR_INVALID_OPTION;
-    m.attr("ERR_BIND") = DHTC_ERR_BIND;
-    m.attr("ERR_STATE") = DHTC_ERR_STATE;
-    m.attr("ERR_TIMEOUT") = DHTC_ERR_TIMEOUT;
-    m.attr("ERR_NO_MEMORY") = DHTC_ERR_NO_MEMORY;
-    m.attr("ERR_INTERNAL") = DHTC_ERR_INTERNAL;
-    m.attr("ERR_STORE") = DHTC_ERR_STORE;
-    m.attr("ERR_NOT_FOUND") = DHTC_ERR_NOT_FOUND;
+    m.attr("ABI_VERSION") = static_cast<int>(DHTC_ABI_VERSION);
+    m.attr("OK") = static_cast<int>(DHTC_OK);
+    m.attr("ERR_INVALID_ARGUMENT") = static_cast<int>(DHTC_ERR_INVALID_ARGUMENT);
+    m.attr("ERR_INVALID_JSON") = static_cast<int>(DHTC_ERR_INVALID_JSON);
+    m.attr("ERR_INVALID_OPTION") = static_cast<int>(DHTC_ERR_INVALID_OPTION);
+    m.attr("ERR_BIND") = static_cast<int>(DHTC_ERR_BIND);
+    m.attr("ERR_STATE") = static_cast<int>(DHTC_ERR_STATE);
+    m.attr("ERR_TIMEOUT") = static_cast<int>(DHTC_ERR_TIMEOUT);
+    m.attr("ERR_NO_MEMORY") = static_cast<int>(DHTC_ERR_NO_MEMORY);
+    m.attr("ERR_INTERNAL") = static_cast<int>(DHTC_ERR_INTERNAL);
+    m.attr("ERR_STORE") = static_cast<int>(DHTC_ERR_STORE);
+    m.attr("ERR_NOT_FOUND") = static_cast<int>(DHTC_ERR_NOT_FOUND);
 
     m.def("version", [] { return std::string(dhtc_version()); });
     m.def("abi_version", [] { return dhtc_abi_version(); });

@@ -23,104 +23,12 @@
 #include "bencode/decoder.hpp"
 #include "krpc/encode.hpp"
 #include "krpc/message.hpp"
+#include "capi/host.hpp"
 #include "support/fake_peer.hpp"
 
 using namespace std::chrono_literals;
 
-namespace {
-
-const char* loopback_options = R"({"port":0,"bind_v4":"127.0.0.1","allow_private_addresses":true,
-  "crawl":{"bootstrap":{"sources":[]}},"metadata":{"timeout_secs":2,"gate_timeout_millis":2000}})";
-
-std::string take(char* s) {
-    std::string out = s ? s : "";
-    dhtc_string_free(s);
-    return out;
-}
-
-nlohmann::json stats_of(dhtc_crawler* c) {
-    char* s = nullptr;
-    REQUIRE(dhtc_crawler_stats(c, &s) == DHTC_OK);
-    return nlohmann::json::parse(take(s));
-}
-
-std::uint16_t udp_port_of(dhtc_crawler* c) {
-    const std::string ep = stats_of(c).at("endpoints").at(0);
-    return static_cast<std::uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
-}
-
-std::size_t thread_count() {
-    std::size_t n = 0;
-    if (DIR* d = opendir("/proc/self/task")) {
-        while (readdir(d)) ++n;
-        closedir(d);
-    }
-    return n - 2; // . and ..
-}
-
-// A DHT client on loopback that gets a token from the crawler and announces a peer to it.
-struct announcer {
-    int fd;
-    explicit announcer() : fd(socket(AF_INET, SOCK_DGRAM, 0)) {
-        timeval tv{1, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        sockaddr_in local{};
-        local.sin_family = AF_INET;
-        local.sin_addr.s_addr = htonl(0x7f000001);
-        bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local);
-    }
-    ~announcer() { close(fd); }
-
-    // Sends a query and returns the reply to it. The crawler may also query us (we are a
-    // node to it, and loopback is allowed here): such datagrams are skipped.
-    std::string ask(std::uint16_t port, const std::string& packet) {
-        sockaddr_in to{};
-        to.sin_family = AF_INET;
-        to.sin_port = htons(port);
-        to.sin_addr.s_addr = htonl(0x7f000001);
-        sendto(fd, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-        dhtc::bencode::document sent;
-        REQUIRE(dhtc::bencode::decode(std::string_view(packet), sent));
-        const std::string t(sent.root().find_string("t").as_string());
-        for (int i = 0; i < 16; ++i) {
-            char buf[1500];
-            const ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) return {};
-            const std::string reply(buf, static_cast<std::size_t>(n));
-            dhtc::bencode::document doc;
-            if (!dhtc::bencode::decode(std::string_view(reply), doc)) continue;
-            const auto y = doc.root().find_string("y").as_string();
-            if ((y == "r" || y == "e") && doc.root().find_string("t").as_string() == t) return reply;
-        }
-        return {};
-    }
-
-    void announce(std::uint16_t crawler_port, const dhtc::id20& info_hash, std::uint16_t peer_port) {
-        dhtc::id20 me;
-        me.bytes.fill(0x42);
-        std::string q;
-        dhtc::krpc::encode_get_peers(q, {"gp", me, {}}, info_hash);
-        const std::string reply = ask(crawler_port, q);
-        dhtc::bencode::document doc;
-        REQUIRE(dhtc::bencode::decode(std::string_view(reply), doc, dhtc::krpc::packet_limits));
-        dhtc::krpc::message m;
-        REQUIRE(dhtc::krpc::parse(doc.root(), m));
-        REQUIRE(m.response.has_token);
-        const std::string token(m.response.token);
-        std::string a;
-        dhtc::krpc::encode_announce_peer(a, {"ap", me, {}}, info_hash, peer_port, token, false);
-        REQUIRE_FALSE(ask(crawler_port, a).empty());
-    }
-};
-
-std::string fixture(const char* name) {
-    std::ifstream in(std::string(DHTC_FIXTURE_DIR) + "/info/" + name + ".info", std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-} // namespace
+using namespace dhtc::capi_test;
 
 TEST_SUITE("capi") {
 
@@ -285,6 +193,106 @@ TEST_CASE("shutdown from inside a callback ends run(); destroy there is refused"
     CHECK(x.torrents == 1);
     CHECK(x.destroy_status == DHTC_ERR_STATE);
     CHECK(dhtc_crawler_destroy(x.c) == DHTC_OK);
+}
+
+// Regression: a sink that failed made the round a rejection, and the hash was remembered
+// as delivered, so the torrent was lost for good.
+TEST_CASE("a torrent answered RETRY (a sink failed) completes sink_failed and is fetched again at its next announce") {
+    dhtc::test::fake_peer peer(fixture("v1_single"));
+    struct ctx {
+        std::mutex m;
+        std::vector<std::string> outcomes, errors;
+        int torrents = 0;
+    } x;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    dhtc_crawler_set_torrent_ack_callback(
+        c,
+        [](const char*, const unsigned char*, size_t, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            return ++s->torrents == 1 ? int{DHTC_ANSWER_RETRY} : int{DHTC_ANSWER_ACCEPT};
+        },
+        &x);
+    dhtc_crawler_set_completion_callback(
+        c,
+        [](const char* json, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            s->outcomes.push_back(nlohmann::json::parse(json).at("outcome"));
+        },
+        &x);
+    dhtc_crawler_set_error_callback(
+        c,
+        [](const char* json, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            s->errors.push_back(nlohmann::json::parse(json).at("message"));
+        },
+        &x);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    const auto outcomes = [&] {
+        std::lock_guard l(x.m);
+        return x.outcomes.size();
+    };
+    announcer a;
+    for (std::size_t round = 1; round <= 2; ++round) {
+        a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
+        for (int i = 0; i < 200 && outcomes() < round; ++i) std::this_thread::sleep_for(25ms);
+    }
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    CHECK(x.torrents == 2);
+    CHECK(x.outcomes == std::vector<std::string>{"sink_failed", "accepted"});
+    REQUIRE(x.errors.size() == 1);
+    CHECK(x.errors[0].find("fetched again") != std::string::npos);
+}
+
+// Regression: retry events came through the completion callback, and every binding read
+// them as completions without an outcome.
+TEST_CASE("with a SQLite retry store, retry events reach the retry callback and never the completion callback") {
+    dhtc::test::peer_script refuse;
+    refuse.mode = dhtc::test::peer_mode::refuse;
+    dhtc::test::fake_peer peer(fixture("v1_single"), refuse);
+    const std::string path = "/tmp/dhtc-capi-retry-" + std::to_string(getpid()) + ".sqlite";
+    auto options = nlohmann::json::parse(loopback_options);
+    options["retry"] = {{"store", {{"kind", "sqlite"}, {"path", path}}}};
+    struct ctx {
+        std::mutex m;
+        std::vector<nlohmann::json> completions, retries;
+    } x;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(options.dump().c_str(), &c) == DHTC_OK);
+    const auto keep = [](std::vector<nlohmann::json> ctx::*list) {
+        return [list](const char* json, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            (s->*list).push_back(nlohmann::json::parse(json));
+        };
+    };
+    static auto keep_completion = keep(&ctx::completions);
+    static auto keep_retry = keep(&ctx::retries);
+    dhtc_crawler_set_completion_callback(c, [](const char* j, void* u) { keep_completion(j, u); }, &x);
+    dhtc_crawler_set_retry_callback(c, [](const char* j, void* u) { keep_retry(j, u); }, &x);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    announcer a;
+    a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
+    for (int i = 0; i < 400; ++i) {
+        {
+            std::lock_guard l(x.m);
+            if (!x.retries.empty()) break;
+        }
+        std::this_thread::sleep_for(25ms);
+    }
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    REQUIRE(x.completions.size() == 1);
+    CHECK(x.completions[0].at("type") == "completion");
+    CHECK(x.completions[0].at("outcome") == "fetch_failed");
+    REQUIRE(x.retries.size() == 1);
+    CHECK(x.retries[0].at("type") == "retry");
+    CHECK(x.retries[0].at("state") == "dormant");
+    std::remove(path.c_str());
+    std::remove((path + "-wal").c_str());
+    std::remove((path + "-shm").c_str());
 }
 
 TEST_CASE("polling: gate and torrent events carry ids and are answered; completions follow") {

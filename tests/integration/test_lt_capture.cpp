@@ -23,9 +23,9 @@ namespace {
 
 struct recording_sink final : crawl::crawl_sink {
     std::mutex m;
-    std::vector<crawl::hash_event> hashes;
+    std::vector<api::hash_event> hashes;
     std::vector<crawl::observation> observations;
-    void on_hash(const crawl::hash_event& e) override {
+    void on_hash(const api::hash_event& e) override {
         std::lock_guard l(m);
         hashes.push_back(e);
     }
@@ -98,7 +98,7 @@ TEST_CASE("announces from real libtorrent seeders are captured with the seeder e
             std::lock_guard l(sink.m);
             for (const auto& h : sink.hashes) {
                 const auto key = h.info_hash.hex();
-                CHECK(h.kind == crawl::hash_source::announce);
+                CHECK(h.kind == api::hash_source::announce);
                 const auto it = expected.find(key);
                 if (it == expected.end()) {
                     wrong.insert(key);

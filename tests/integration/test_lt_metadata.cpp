@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/crawler.hpp"
+#include "api/crawler.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -57,27 +57,27 @@ TEST_SUITE("integration") {
 
 TEST_CASE("libtorrent seeders: every torrent delivered once, verified, matching libtorrent") {
     std::mutex m;
-    std::vector<metadata::delivery> delivered;
-    std::vector<metadata::completion> completions;
-    engine::app_callbacks cb;
-    cb.torrent = [&](const metadata::delivery& d) {
+    std::vector<api::delivery> delivered;
+    std::vector<api::completion> completions;
+    api::event_handlers cb;
+    cb.torrent = api::yes_no([&](const api::delivery& d) {
         std::lock_guard l(m);
         delivered.push_back(d);
         return true;
-    };
-    cb.completion = [&](const metadata::completion& c) {
+    });
+    cb.completion = [&](const api::completion& c) {
         std::lock_guard l(m);
         completions.push_back(c);
     };
 
-    engine::crawler_options o;
+    api::crawler_options o;
     o.dht.port = 0;
     o.dht.bind_v4 = "127.0.0.1";
     o.dht.crawl.allow_private_addresses = true;
     o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
     o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
     std::string error;
-    auto crawler = engine::crawler::create(o, cb, error);
+    auto crawler = api::crawler::create(o, cb, error);
     REQUIRE_MESSAGE(crawler, error);
     crawler->start();
 
@@ -122,7 +122,7 @@ TEST_CASE("libtorrent seeders: every torrent delivered once, verified, matching 
     }
     std::this_thread::sleep_for(2s); // a duplicate delivery would show up now
     swarm.stop();
-    crawler->stop();
+    crawler->close(std::nullopt);
     std::filesystem::remove_all(workdir);
 
     std::lock_guard l(m);
@@ -146,8 +146,8 @@ TEST_CASE("libtorrent seeders: every torrent delivered once, verified, matching 
     }
     for (const auto& [key, t] : expected) CHECK_MESSAGE(times_delivered[key] == 1, t.name << " delivered " << times_delivered[key] << " times");
     for (const auto& c : completions)
-        CHECK_MESSAGE(c.result != metadata::outcome::fetch_failed,
-                      "round for " << c.info_hash.hex() << " failed: " << metadata::to_string(c.failure));
+        CHECK_MESSAGE(c.result != api::outcome::fetch_failed,
+                      "round for " << c.info_hash.hex() << " failed: " << api::to_string(c.failure));
 }
 
 } // TEST_SUITE

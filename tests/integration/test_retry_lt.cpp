@@ -23,7 +23,7 @@
 #include <set>
 #include <thread>
 
-#include "engine/crawler.hpp"
+#include "api/crawler.hpp"
 #include "retry/postgres_store.hpp"
 #include "retry/sqlite_store.hpp"
 #include "support/pg.hpp"
@@ -37,28 +37,28 @@ namespace {
 
 struct recorder {
     std::mutex m;
-    std::vector<metadata::delivery> delivered;
-    std::vector<metadata::completion> completions;
-    std::vector<retry::retry_event> retries;
+    std::vector<api::delivery> delivered;
+    std::vector<api::completion> completions;
+    std::vector<api::retry_event> retries;
     std::map<id20, int> gates;
 
-    engine::app_callbacks callbacks() {
-        engine::app_callbacks cb;
+    api::event_handlers callbacks() {
+        api::event_handlers cb;
         cb.gate = [this](const id20& h) {
             std::lock_guard l(m);
             ++gates[h];
             return true;
         };
-        cb.torrent = [this](const metadata::delivery& d) {
+        cb.torrent = api::yes_no([this](const api::delivery& d) {
             std::lock_guard l(m);
             delivered.push_back(d);
             return true;
-        };
-        cb.completion = [this](const metadata::completion& c) {
+        });
+        cb.completion = [this](const api::completion& c) {
             std::lock_guard l(m);
             completions.push_back(c);
         };
-        cb.retry = [this](const retry::retry_event& e) {
+        cb.retry = [this](const api::retry_event& e) {
             std::lock_guard l(m);
             retries.push_back(e);
         };
@@ -82,8 +82,8 @@ struct recorder {
     }
 };
 
-engine::crawler_options loopback_options() {
-    engine::crawler_options o;
+api::crawler_options loopback_options() {
+    api::crawler_options o;
     o.dht.port = 0;
     o.dht.bind_v4 = "127.0.0.1";
     o.dht.crawl.allow_private_addresses = true;
@@ -126,8 +126,8 @@ std::vector<std::string> swarm_args(const std::vector<std::string>& bootstraps, 
     return a;
 }
 
-crawl::hash_event refusing_sighting(const id20& h) {
-    crawl::hash_event e;
+api::hash_event refusing_sighting(const id20& h) {
+    api::hash_event e;
     e.info_hash = h;
     e.peer = endpoint{*ip_address::parse("127.0.0.1"), 1}; // nothing listens on port 1
     e.source = e.peer;
@@ -161,7 +161,7 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
     {
         recorder rec;
         std::string error;
-        auto crawler = engine::crawler::create(o, rec.callbacks(), error);
+        auto crawler = api::crawler::create(o, rec.callbacks(), error);
         REQUIRE_MESSAGE(crawler, error);
         crawler->start();
         test::subprocess swarm(swarm_args({crawler->dht().local_endpoints().at(0).to_string()}, "127.0.60",
@@ -180,25 +180,25 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
             90s, &swarm);
         std::this_thread::sleep_for(1500ms); // a duplicate or a late event would show up now
         swarm.stop();
-        crawler->stop();
+        crawler->close(std::nullopt);
         REQUIRE(ok);
         std::lock_guard l(rec.m);
         CHECK(rec.delivered.size() == 2);
-        std::vector<metadata::completion> lost_rounds;
+        std::vector<api::completion> lost_rounds;
         for (const auto& c : rec.completions)
             if (c.info_hash == lost) lost_rounds.push_back(c);
         REQUIRE(lost_rounds.size() >= 2);
-        CHECK(lost_rounds[0].result == metadata::outcome::fetch_failed);
-        CHECK(lost_rounds[0].failure == metadata::failure_class::connect_refused);
+        CHECK(lost_rounds[0].result == api::outcome::fetch_failed);
+        CHECK(lost_rounds[0].failure == api::failure_class::connect_refused);
         CHECK(lost_rounds[0].round == 0);
-        CHECK(lost_rounds[1].result == metadata::outcome::fetch_failed);
-        CHECK(lost_rounds[1].failure == metadata::failure_class::no_peers);
+        CHECK(lost_rounds[1].result == api::outcome::fetch_failed);
+        CHECK(lost_rounds[1].failure == api::failure_class::no_peers);
         CHECK(lost_rounds[1].round == 1);
         CHECK(rec.gates[lost] >= 2); // every round through the gate
         int dormant_events = 0, done_events = 0;
         for (const auto& e : rec.retries) {
-            if (e.info_hash == lost && e.state == retry::hash_state::dormant) ++dormant_events;
-            if (e.state == retry::hash_state::done) ++done_events;
+            if (e.info_hash == lost && e.state == api::retry_state::dormant) ++dormant_events;
+            if (e.state == api::retry_state::done) ++done_events;
         }
         CHECK(dormant_events >= 2);
         CHECK(done_events == 2);
@@ -220,8 +220,8 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
         const auto r = s.db().load(lost);
         REQUIRE(r);
         CHECK(r->attempts >= 2);
-        CHECK(r->failures(metadata::failure_class::connect_refused) == 1);
-        CHECK(r->failures(metadata::failure_class::no_peers) >= 1);
+        CHECK(r->failures(api::failure_class::connect_refused) == 1);
+        CHECK(r->failures(api::failure_class::no_peers) >= 1);
         s.commit();
     }
 
@@ -230,7 +230,7 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
         o.retry.policy.ladder_secs = {3600}; // the lost hash stays dormant in this run
         recorder rec;
         std::string error;
-        auto crawler = engine::crawler::create(o, rec.callbacks(), error);
+        auto crawler = api::crawler::create(o, rec.callbacks(), error);
         REQUIRE_MESSAGE(crawler, error);
         crawler->start();
         test::subprocess swarm(swarm_args({crawler->dht().local_endpoints().at(0).to_string()}, "127.0.60",
@@ -241,7 +241,7 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
         const bool turned_away = rec.wait_for([&] { return pc.store_done.load() >= 2; }, 60s, &swarm);
         std::this_thread::sleep_for(1s);
         swarm.stop();
-        crawler->stop();
+        crawler->close(std::nullopt);
         CHECK(turned_away);
         std::lock_guard l(rec.m);
         CHECK(rec.delivered.empty());
@@ -260,7 +260,7 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
 
     constexpr int fleet = 2;
     std::vector<std::unique_ptr<recorder>> recs;
-    std::vector<std::unique_ptr<engine::crawler>> crawlers;
+    std::vector<std::unique_ptr<api::crawler>> crawlers;
     std::vector<std::string> endpoints;
     const id20 lost = unknown_hash(2);
     for (int i = 0; i < fleet; ++i) {
@@ -271,7 +271,7 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
         o.retry.policy.ladder_secs = {3};
         recs.push_back(std::make_unique<recorder>());
         std::string error;
-        auto c = engine::crawler::create(o, recs.back()->callbacks(), error);
+        auto c = api::crawler::create(o, recs.back()->callbacks(), error);
         REQUIRE_MESSAGE(c, error);
         endpoints.push_back(c->dht().local_endpoints().at(0).to_string());
         crawlers.push_back(std::move(c));
@@ -305,7 +305,7 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
         std::this_thread::sleep_for(200ms);
     }
     swarm.stop();
-    for (auto& c : crawlers) c->stop();
+    for (auto& c : crawlers) c->close(std::nullopt);
 
     std::map<std::string, int> times;
     std::uint64_t turned_away = 0;
@@ -331,7 +331,7 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
     for (auto& r : recs) {
         std::lock_guard l(r->m);
         for (const auto& c : r->completions)
-            if (c.info_hash == lost && c.result == metadata::outcome::fetch_failed) lost_rounds.insert(c.round);
+            if (c.info_hash == lost && c.result == api::outcome::fetch_failed) lost_rounds.insert(c.round);
     }
     CHECK(lost_rounds.size() >= 1);
     for (const auto n : lost_rounds) CHECK(lost_rounds.count(n) == 1);

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
             s.begin();
             for (int k = 0; k < 50; ++k) s.claim(numbered(next + k), peers, now);
             for (int k = 0; k < 20 && next > 200; ++k)
-                s.record_failure(numbered(next - 200 + k * 7), metadata::failure_class::timeout, now);
+                s.record_failure(numbered(next - 200 + k * 7), api::failure_class::timeout, now);
             for (int k = 0; k < 10 && next > 100; ++k) s.record_done(numbered(next - 100 + k * 3), now);
             s.lease_due(20, now);
             s.expire_leases(now);

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/crawler.hpp"
+#include "api/crawler.hpp"
 #include "metadata/torrent_json.hpp"
 #include "support/subprocess.hpp"
 
@@ -68,21 +68,21 @@ TEST_CASE("testnet.crawl: the crawler delivers the testnet's torrents exactly as
     REQUIRE(truth.entries.size() == torrent_count);
 
     std::mutex m;
-    std::vector<metadata::delivery> delivered;
-    engine::app_callbacks cb;
-    cb.torrent = [&](const metadata::delivery& d) {
+    std::vector<api::delivery> delivered;
+    api::event_handlers cb;
+    cb.torrent = api::yes_no([&](const api::delivery& d) {
         std::lock_guard l(m);
         delivered.push_back(d);
         return true;
-    };
-    engine::crawler_options o;
+    });
+    api::crawler_options o;
     o.dht.port = 0;
     o.dht.bind_v4 = "127.0.0.1";
     o.dht.crawl.allow_private_addresses = true;
     o.dht.crawl.bootstrap.sources = {bootstrap}; // the testnet only, never the real DHT
     o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
     std::string error;
-    auto crawler = engine::crawler::create(o, cb, error);
+    auto crawler = api::crawler::create(o, cb, error);
     REQUIRE_MESSAGE(crawler, error);
     crawler->start();
 
@@ -97,7 +97,7 @@ TEST_CASE("testnet.crawl: the crawler delivers the testnet's torrents exactly as
         std::this_thread::sleep_for(500ms);
     }
     std::this_thread::sleep_for(2s); // a duplicate delivery would show up now
-    crawler->stop();
+    crawler->close(std::nullopt);
     net.stop();
     std::filesystem::remove_all(dir);
 

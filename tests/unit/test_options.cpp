@@ -20,7 +20,7 @@ namespace {
 
 struct parsed {
     dhtc::api::options_result r;
-    dhtc::engine::crawler_options o;
+    dhtc::api::crawler_options o;
 };
 
 parsed parse(std::string_view text) {
@@ -99,7 +99,7 @@ const char* const custom_document = R"({
       "reactivation_percent": 25, "reactivation_min_secs": 30, "max_priority": 50, "lookup_wait_secs": 7,
       "class_percent": {"connect_refused": 40, "connect_timeout": 41, "handshake_failed": 42,
         "no_extension_support": 43, "no_metadata_support": 44, "rejected": 45, "timeout": 46, "size_limit": 47,
-        "hash_mismatch": 48, "parse_error": 49, "no_peers": 20, "protocol_error": 51, "disconnected": 52}
+        "hash_mismatch": 48, "parse_error": 49, "no_peers": 20, "protocol_error": 51, "disconnected": 52, "sink_failed": 5}
     }
   },
   "metadata": {
@@ -198,14 +198,14 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     const std::string text = dhtc::api::default_options_json();
     CHECK(text.rfind("{\n  \"", 0) == 0); // 2-space indent
     const json doc = json::parse(text);
-    CHECK(doc == dhtc::api::to_json(dhtc::engine::crawler_options{}));
+    CHECK(doc == dhtc::api::to_json(dhtc::api::crawler_options{}));
     CHECK(doc.at("port") == 6881);
     CHECK(doc.at("netmode") == "ipv4");
     CHECK(doc.at("node_id").is_null());
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 86);
+    CHECK(default_leaves().size() == 87);
 
     const auto p = parse(text);
     REQUIRE(p.r.ok());
@@ -242,8 +242,8 @@ TEST_CASE("every key lands in its field") {
     CHECK(o.retry.policy.reactivation_min_secs == 30);
     CHECK(o.retry.policy.max_priority == 50);
     CHECK(o.retry.policy.lookup_wait_secs == 7);
-    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::metadata::failure_class::no_peers)] == 20);
-    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::metadata::failure_class::disconnected)] == 52);
+    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::api::failure_class::no_peers)] == 20);
+    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::api::failure_class::disconnected)] == 52);
     // Derived: outgoing metadata TCP follows a pinned bind_v4.
     REQUIRE(o.metadata.bind_v4.has_value());
     CHECK(o.metadata.bind_v4->to_string() == "192.0.2.7");
@@ -306,7 +306,7 @@ TEST_CASE("every key lands in its field") {
 }
 
 TEST_CASE("round trips: defaults and a fully customised document") {
-    dhtc::engine::crawler_options defaults;
+    dhtc::api::crawler_options defaults;
     const auto d = parse(dhtc::api::to_json(defaults).dump());
     REQUIRE(d.r.ok());
     CHECK(dhtc::api::to_json(d.o) == dhtc::api::to_json(defaults));
@@ -323,7 +323,7 @@ TEST_CASE("round trips: defaults and a fully customised document") {
     CHECK(again.o.metadata.bind_v4 == p.o.metadata.bind_v4);
 
     // Keys absent from a document keep their defaults, not the previous contents of `out`.
-    dhtc::engine::crawler_options out = p.o;
+    dhtc::api::crawler_options out = p.o;
     REQUIRE(dhtc::api::parse_options(R"({"port": 7000})", out).ok());
     CHECK(out.dht.port == 7000);
     CHECK(out.dht.mode == dhtc::engine::netmode::ipv4);
@@ -331,7 +331,7 @@ TEST_CASE("round trips: defaults and a fully customised document") {
 }
 
 TEST_CASE("on error the output is left untouched") {
-    dhtc::engine::crawler_options out;
+    dhtc::api::crawler_options out;
     out.dht.port = 1234;
     out.metadata.timeout_secs = 99;
     const auto r = dhtc::api::parse_options(R"({"metadata": {"timeout_secs": 7}, "port": "x"})", out);

@@ -19,7 +19,7 @@
 using namespace dhtc;
 using namespace dhtc::metadata;
 using namespace std::chrono_literals;
-using crawl::hash_source;
+using api::hash_source;
 using R = offer_result;
 
 namespace {

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/delivery_thread.hpp"
+#include "api/delivery.hpp"
 #include "metadata/hashing.hpp"
 #include "metadata/pipeline.hpp"
 #include "support/fake_peer.hpp"
@@ -43,29 +43,29 @@ std::string big_dict(std::size_t files) {
 // Records what the application sees, thread-safely (callbacks run on the delivery thread).
 struct app {
     std::mutex m;
-    std::vector<metadata::delivery> torrents;
-    std::vector<metadata::completion> completions;
+    std::vector<api::delivery> torrents;
+    std::vector<api::completion> completions;
     std::vector<std::string> errors;
     std::vector<id20> gated;
     bool accept = true;
     bool gate_pass = true;
     bool throw_in_torrent = false;
 
-    engine::app_callbacks callbacks(bool with_torrent = true) {
-        engine::app_callbacks cb;
+    api::event_handlers callbacks(bool with_torrent = true) {
+        api::event_handlers cb;
         cb.gate = [this](const id20& h) {
             std::lock_guard l(m);
             gated.push_back(h);
             return gate_pass;
         };
         if (with_torrent)
-            cb.torrent = [this](const metadata::delivery& d) {
+            cb.torrent = api::yes_no([this](const api::delivery& d) {
                 std::lock_guard l(m);
                 if (throw_in_torrent) throw std::runtime_error("boom");
                 torrents.push_back(d);
                 return accept;
-            };
-        cb.completion = [this](const metadata::completion& c) {
+            });
+        cb.completion = [this](const api::completion& c) {
             std::lock_guard l(m);
             completions.push_back(c);
         };
@@ -83,18 +83,21 @@ struct app {
 
 struct rig {
     app a;
-    engine::delivery_thread delivery;
+    steady_clock_source clock;
+    api::event_delivery delivery{api::delivery_options{1024, 1024}};
     metadata::pipeline pipe;
 
-    explicit rig(metadata::pipeline_options o = options(), bool with_torrent = true)
-        : delivery(a.callbacks(with_torrent), 1024, 1024), pipe(o, delivery) {
+    explicit rig(metadata::pipeline_options o = options(), bool with_torrent = true) : pipe(o, delivery, clock) {
+        delivery.configure(a.callbacks(with_torrent), false);
         delivery.start();
         pipe.start();
     }
     ~rig() { stop(); }
     void stop() {
         pipe.stop();
-        delivery.stop();
+        delivery.close_input();
+        delivery.finish();
+        delivery.join(std::nullopt);
     }
     static metadata::pipeline_options options() {
         metadata::pipeline_options o;
@@ -103,7 +106,7 @@ struct rig {
         return o;
     }
     void offer(const id20& h, const endpoint& peer) {
-        REQUIRE(pipe.ingress().try_push(crawl::hash_event{h, peer, peer, crawl::hash_source::announce,
+        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce,
                                                           std::chrono::steady_clock::now()}));
     }
     // Waits (bounded) until `n` completions arrived.
@@ -133,7 +136,7 @@ TEST_CASE("a served info dict is verified, parsed, delivered once and completed 
     CHECK(r.a.torrents[0].raw == peer.info_dict());
     CHECK(r.a.torrents[0].peer == peer.local_endpoint());
     REQUIRE(r.a.completions.size() == 1);
-    CHECK(r.a.completions[0].result == metadata::outcome::accepted);
+    CHECK(r.a.completions[0].result == api::outcome::accepted);
     CHECK(r.a.completions[0].attempts == 1);
     CHECK(r.a.gated.size() == 1);
 }
@@ -161,7 +164,7 @@ TEST_CASE("no torrent callback, or one that throws, ends the round delivery_reje
         r.offer(peer.info_hash(), peer.local_endpoint());
         REQUIRE(r.wait_completions(1));
         r.stop();
-        CHECK(r.a.completions[0].result == metadata::outcome::delivery_rejected);
+        CHECK(r.a.completions[0].result == api::outcome::delivery_rejected);
     }
     SUBCASE("a throwing callback is reported, never propagated") {
         rig r;
@@ -169,7 +172,7 @@ TEST_CASE("no torrent callback, or one that throws, ends the round delivery_reje
         r.offer(peer.info_hash(), peer.local_endpoint());
         REQUIRE(r.wait_completions(1));
         r.stop();
-        CHECK(r.a.completions[0].result == metadata::outcome::delivery_rejected);
+        CHECK(r.a.completions[0].result == api::outcome::delivery_rejected);
         REQUIRE(r.a.errors.size() == 1);
         CHECK(r.a.errors[0].find("boom") != std::string::npos);
     }
@@ -180,7 +183,7 @@ TEST_CASE("no torrent callback, or one that throws, ends the round delivery_reje
         REQUIRE(r.wait_completions(1));
         r.stop();
         CHECK(r.a.torrents.size() == 1);
-        CHECK(r.a.completions[0].result == metadata::outcome::delivery_rejected);
+        CHECK(r.a.completions[0].result == api::outcome::delivery_rejected);
     }
 }
 
@@ -193,8 +196,8 @@ TEST_CASE("a peer serving wrong bytes: fetch_failed hash_mismatch naming that pe
     REQUIRE(r.wait_completions(1));
     r.stop();
     const auto& c = r.a.completions[0];
-    CHECK(c.result == metadata::outcome::fetch_failed);
-    CHECK(c.failure == metadata::failure_class::hash_mismatch);
+    CHECK(c.result == api::outcome::fetch_failed);
+    CHECK(c.failure == api::failure_class::hash_mismatch);
     REQUIRE(c.peer);
     CHECK(*c.peer == peer.local_endpoint());
     CHECK(r.a.torrents.empty());
@@ -214,10 +217,10 @@ TEST_CASE("up to three real attempts; failures are classified; the last attempt'
     REQUIRE(r.wait_completions(1));
     r.stop();
     const auto& c = r.a.completions[0];
-    CHECK(c.result == metadata::outcome::accepted);
+    CHECK(c.result == api::outcome::accepted);
     CHECK(c.attempts == 3);
-    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(metadata::failure_class::connect_refused)].load() == 1);
-    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(metadata::failure_class::no_metadata_support)].load() == 1);
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(api::failure_class::connect_refused)].load() == 1);
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(api::failure_class::no_metadata_support)].load() == 1);
 }
 
 TEST_CASE("the peer failure cache: a refused peer is not tried again, and that is not an attempt") {
@@ -232,10 +235,10 @@ TEST_CASE("the peer failure cache: a refused peer is not tried again, and that i
     r.offer(other.info_hash(), bad.local_endpoint());
     REQUIRE(r.wait_completions(2));
     r.stop();
-    CHECK(r.a.completions[0].failure == metadata::failure_class::connect_refused);
+    CHECK(r.a.completions[0].failure == api::failure_class::connect_refused);
     CHECK(r.a.completions[0].attempts == 1);
-    CHECK(r.a.completions[1].result == metadata::outcome::fetch_failed);
-    CHECK(r.a.completions[1].failure == metadata::failure_class::no_peers);
+    CHECK(r.a.completions[1].result == api::outcome::fetch_failed);
+    CHECK(r.a.completions[1].failure == api::failure_class::no_peers);
     CHECK(r.a.completions[1].attempts == 0);
     CHECK(r.pipe.counters().failure_cache_hits.load() == 1);
 }
@@ -248,7 +251,7 @@ TEST_CASE("several peers share the pieces of a multi-piece dict") {
     r.offer(p1.info_hash(), p2.local_endpoint());
     REQUIRE(r.wait_completions(1));
     r.stop();
-    CHECK(r.a.completions[0].result == metadata::outcome::accepted);
+    CHECK(r.a.completions[0].result == api::outcome::accepted);
     REQUIRE(r.a.torrents.size() == 1);
     CHECK(r.a.torrents[0].raw == dict);
     const auto c1 = p1.conversations(), c2 = p2.conversations();
@@ -272,7 +275,7 @@ TEST_CASE("a dict from several peers that fails verification is refetched from o
     REQUIRE(r.wait_completions(1));
     r.stop();
     const auto& c = r.a.completions[0];
-    if (c.result == metadata::outcome::accepted) {
+    if (c.result == api::outcome::accepted) {
         // The corrupt piece went to the good peer: the dict verified at once.
         CHECK(r.a.torrents[0].raw == dict);
     } else {
@@ -280,7 +283,7 @@ TEST_CASE("a dict from several peers that fails verification is refetched from o
         // alone (one refetch); one the corrupt peer served entirely (the good one connected
         // too late to take a piece, as happens on a loaded machine) needed none.
         CHECK(r.pipe.counters().refetches.load() <= 1);
-        CHECK(c.failure == metadata::failure_class::hash_mismatch);
+        CHECK(c.failure == api::failure_class::hash_mismatch);
         REQUIRE(c.peer);
         CHECK(*c.peer == bad.local_endpoint());
     }
@@ -350,7 +353,7 @@ TEST_CASE("shutdown while fetching: every gated round completes exactly once, as
     REQUIRE(r.a.completions.size() == 5);
     std::set<id20> seen;
     for (const auto& c : r.a.completions) {
-        CHECK(c.result == metadata::outcome::cancelled);
+        CHECK(c.result == api::outcome::cancelled);
         seen.insert(c.info_hash);
     }
     CHECK(seen.size() == 5);

@@ -7,7 +7,7 @@
 #include "retry/policy.hpp"
 
 using namespace dhtc::retry;
-using fc = dhtc::metadata::failure_class;
+using fc = dhtc::api::failure_class;
 
 TEST_SUITE("retry_policy") {
 

@@ -91,8 +91,8 @@ TEST_CASE("failures go dormant, come due, and are leased within the room given")
     auto s = retry::scheduler::open(sqlite_memory(), error);
     REQUIRE_MESSAGE(s, error);
     std::mutex m;
-    std::vector<retry::retry_event> events;
-    s->on_event([&](const retry::retry_event& e) {
+    std::vector<api::retry_event> events;
+    s->on_event([&](const api::retry_event& e) {
         std::lock_guard l(m);
         events.push_back(e);
     });
@@ -100,7 +100,7 @@ TEST_CASE("failures go dormant, come due, and are leased within the room given")
     for (unsigned i = 0; i < 10; ++i)
         s->post_claim(numbered(i), {}, [&](retry::claim_answer a) { granted += a.result == retry::claim_result::fetch; });
     REQUIRE(eventually([&] { return granted.load() == 10; }));
-    for (unsigned i = 0; i < 10; ++i) s->post_failure(numbered(i), metadata::failure_class::no_peers);
+    for (unsigned i = 0; i < 10; ++i) s->post_failure(numbered(i), api::failure_class::no_peers);
     s->post_done(numbered(99));
     REQUIRE(eventually([&] {
         std::lock_guard l(m);
@@ -110,12 +110,12 @@ TEST_CASE("failures go dormant, come due, and are leased within the room given")
         std::lock_guard l(m);
         for (const auto& e : events) {
             if (e.info_hash == numbered(99)) {
-                CHECK(e.state == retry::hash_state::done);
+                CHECK(e.state == api::retry_state::done);
                 continue;
             }
-            CHECK(e.state == retry::hash_state::dormant);
+            CHECK(e.state == api::retry_state::dormant);
             CHECK(e.attempts == 1);
-            CHECK(e.failure == metadata::failure_class::no_peers);
+            CHECK(e.failure == api::failure_class::no_peers);
             CHECK(e.next_retry_at > 0);
         }
     }

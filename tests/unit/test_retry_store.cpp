@@ -22,7 +22,7 @@
 
 using namespace dhtc;
 using namespace dhtc::retry;
-using fc = metadata::failure_class;
+using fc = api::failure_class;
 
 namespace {
 

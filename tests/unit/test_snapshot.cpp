@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "api/snapshot.hpp"
+#include "stats/snapshot.hpp"
 #include "bencode/decoder.hpp"
-#include "engine/crawler.hpp"
+#include "api/crawler.hpp"
 #include "krpc/encode.hpp"
 #include "stats/histogram.hpp"
 #include "support/ports.hpp"
@@ -92,8 +92,8 @@ std::string ping(std::string_view t) {
     return query(t, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); });
 }
 
-std::unique_ptr<engine::crawler> make_crawler() {
-    engine::crawler_options o;
+std::unique_ptr<api::crawler> make_crawler() {
+    api::crawler_options o;
     o.dht.port = 0;
     o.dht.bind_v4 = "127.0.0.1";
     o.dht.seed = 7;
@@ -101,21 +101,21 @@ std::unique_ptr<engine::crawler> make_crawler() {
     o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
     o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
     std::string error;
-    auto c = engine::crawler::create(o, engine::app_callbacks{}, error);
+    auto c = api::crawler::create(o, api::event_handlers{}, error);
     REQUIRE_MESSAGE(c, error);
     c->start();
     return c;
 }
 
-std::uint16_t port_of(const engine::crawler& c) { return c.dht().local_endpoints().at(0).port; }
+std::uint16_t port_of(const api::crawler& c) { return c.dht().local_endpoints().at(0).port; }
 
 /// Polls `cond` on fresh observability snapshots until it holds or `wait` passes.
-json wait_for(const engine::crawler& c, const std::function<bool(const json&)>& cond, std::chrono::seconds wait = 10s) {
+json wait_for(const api::crawler& c, const std::function<bool(const json&)>& cond, std::chrono::seconds wait = 10s) {
     const auto deadline = std::chrono::steady_clock::now() + wait;
-    json j = api::observability_snapshot(c);
+    json j = stats::observability_snapshot(c);
     while (!cond(j) && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(20ms);
-        j = api::observability_snapshot(c);
+        j = stats::observability_snapshot(c);
     }
     return j;
 }
@@ -156,9 +156,10 @@ const std::vector<std::string> metadata_keys = {
 const std::vector<std::string> failure_classes = {
     "none", "connect_refused", "connect_timeout", "handshake_failed", "no_extension_support",
     "no_metadata_support", "rejected", "timeout", "size_limit", "hash_mismatch", "parse_error", "no_peers",
-    "protocol_error", "disconnected"};
+    "protocol_error", "disconnected", "sink_failed", "cancelled"};
 
-const std::vector<std::string> outcomes = {"accepted", "fetch_failed", "delivery_rejected", "cancelled"};
+const std::vector<std::string> outcomes = {"accepted", "fetch_failed", "delivery_rejected", "cancelled",
+                                           "sink_failed"};
 
 const std::vector<std::string> delivery_keys = {"gates", "torrents", "completions", "observations",
                                                 "observations_dropped", "errors_dropped", "callback_exceptions"};
@@ -474,7 +475,7 @@ TEST_CASE("histogram: bucket edges, overflow and percentiles are bucket upper bo
     CHECK(h.percentile(0.99) == 1000); // in the overflow: the last bound, never more
     CHECK(h.percentile(1.0) == 1000);
 
-    const json j = api::histogram_json(h);
+    const json j = stats::histogram_json(h);
     CHECK(j.at("bounds") == json::array({10, 100, 1000}));
     CHECK(j.at("counts") == json::array({2, 1, 1})); // non-cumulative
     CHECK(j.at("overflow") == 1);
@@ -485,7 +486,7 @@ TEST_CASE("histogram: bucket edges, overflow and percentiles are bucket upper bo
     CHECK(j.at("p99") == 1000);
     for (double q : {0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0, 2.0, -1.0}) {
         std::array<std::uint64_t, 3> counts{h.count(0), h.count(1), h.count(2)};
-        CHECK(api::bucket_percentile(h.bounds(), counts, h.overflow(), q) == h.percentile(q));
+        CHECK(stats::bucket_percentile(h.bounds(), counts, h.overflow(), q) == h.percentile(q));
     }
 }
 
@@ -493,7 +494,7 @@ TEST_CASE("histogram: only overflow, and the seed's bucket sets") {
     stats::fetch_duration_histogram f{stats::fetch_duration_bounds_ms};
     f.record(60'000);
     f.record(60'000);
-    const json j = api::histogram_json(f);
+    const json j = stats::histogram_json(f);
     CHECK(j.at("count") == 2);
     CHECK(j.at("overflow") == 2);
     CHECK(j.at("p50") == 10'000); // bounded approximation: the last bound
@@ -504,14 +505,14 @@ TEST_CASE("histogram: only overflow, and the seed's bucket sets") {
 
     const std::array<std::uint64_t, 2> bounds{1, 2};
     const std::array<std::uint64_t, 2> none{0, 0};
-    const json empty = api::histogram_json(bounds, none, 0, 0);
+    const json empty = stats::histogram_json(bounds, none, 0, 0);
     CHECK(empty.at("count") == 0);
     CHECK(empty.at("p50") == 0);
 }
 
 TEST_CASE("snapshots of an idle crawler: every documented key, valid Prometheus text") {
     auto c = make_crawler();
-    const json rt = api::runtime_snapshot(*c);
+    const json rt = stats::runtime_snapshot(*c);
     check_runtime_shape(rt);
     CHECK(rt.at("node_id") == c->dht().node_id().hex());
     REQUIRE(rt.at("endpoints").size() == 1);
@@ -519,12 +520,12 @@ TEST_CASE("snapshots of an idle crawler: every documented key, valid Prometheus 
     CHECK(rt.at("metadata_queue_max") == 10'000);
     CHECK(rt.at("hash_ingress_capacity") == 10'000);
 
-    const json ob = api::observability_snapshot(*c);
+    const json ob = stats::observability_snapshot(*c);
     check_observability_shape(ob);
     CHECK(ob.at("udp").at("v4").at("bound") == true);
     CHECK(ob.at("udp").at("v6").at("bound") == false);
 
-    const auto text = api::prometheus_text(*c);
+    const auto text = stats::prometheus_text(*c);
     const auto e = check_exposition(text);
     require_valid(e);
     // Every family is documented, and so is every JSON key.
@@ -560,7 +561,7 @@ TEST_CASE("snapshots of an idle crawler: every documented key, valid Prometheus 
     CHECK(e.series.count("dhtc_udp_rx_packets_total{family=\"v6\"}") == 0);
     CHECK(e.types.at("dhtc_crawl_pool_size") == "gauge");
     CHECK(e.types.at("dhtc_crawl_query_rate") == "gauge");
-    c->stop();
+    c->close(std::nullopt);
 }
 
 TEST_CASE("the checker itself rejects broken expositions") {
@@ -655,9 +656,9 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
     CHECK(j.at("crawl").at("pool_accepted") >= 1);
 
     // Stopped, nothing moves: the Prometheus text must say exactly what the JSON says.
-    c->stop();
-    const json s = api::observability_snapshot(*c);
-    const auto e = check_exposition(api::prometheus_text(*c));
+    c->close(std::nullopt);
+    const json s = stats::observability_snapshot(*c);
+    const auto e = check_exposition(stats::prometheus_text(*c));
     require_valid(e);
     CHECK(e.at("dhtc_udp_rx_packets_total{family=\"v4\"}") == s.at("udp").at("v4").at("rx_packets").get<double>());
     CHECK(e.at("dhtc_dht_queries_total{method=\"ping\"}") == s.at("dht").at("ping").get<double>());
@@ -687,7 +688,7 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
     CHECK(e.at("dhtc_metadata_queue_wait_seconds_sum") == doctest::Approx(h.at("sum").get<double>() / 1000.0));
 
     // The runtime view agrees with the full one.
-    const json rt = api::runtime_snapshot(*c);
+    const json rt = stats::runtime_snapshot(*c);
     check_runtime_shape(rt);
     CHECK(rt.at("node_pool_size") == s.at("crawl").at("pool_size"));
     CHECK(rt.at("metadata_queue_depth") == s.at("metadata").at("pending"));
@@ -708,13 +709,13 @@ TEST_CASE("snapshots from 4 threads while queries flow") {
             while (!stop.load()) {
                 switch (t % 3) {
                 case 0:
-                    if (!api::runtime_snapshot(*c).contains("node_pool_size")) ++bad;
+                    if (!stats::runtime_snapshot(*c).contains("node_pool_size")) ++bad;
                     break;
                 case 1:
-                    if (!api::observability_snapshot(*c).contains("histograms")) ++bad;
+                    if (!stats::observability_snapshot(*c).contains("histograms")) ++bad;
                     break;
                 default:
-                    if (api::prometheus_text(*c).find("dhtc_udp_rx_packets_total") == std::string::npos) ++bad;
+                    if (stats::prometheus_text(*c).find("dhtc_udp_rx_packets_total") == std::string::npos) ++bad;
                     break;
                 }
                 ++reads;
@@ -746,10 +747,10 @@ TEST_CASE("snapshots from 4 threads while queries flow") {
     CHECK(j.at("dht").at("rx_queries") >= sent);
     CHECK(j.at("dht").at("budget_refused_source") == 0);
     // Counters never go backwards between snapshots.
-    const json later = api::observability_snapshot(*c);
+    const json later = stats::observability_snapshot(*c);
     CHECK(later.at("udp").at("rx_packets") >= j.at("udp").at("rx_packets"));
-    c->stop();
-    require_valid(check_exposition(api::prometheus_text(*c)));
+    c->close(std::nullopt);
+    require_valid(check_exposition(stats::prometheus_text(*c)));
 }
 
 } // TEST_SUITE

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The binding against the loopback test network (tests/testnet): every delivered torrent is valid
+ * The binding against the loopback test network (tools/testnet): every delivered torrent is valid
  * against docs/torrent.schema.json, equals its truth entry, came from one of its seeders and is
  * accepted once; a torrent handler that throws rejects. The tool is found through the system
  * property or environment variable DHTCRAWLER_TESTNET.

@@ -14,11 +14,11 @@
 
 #include "stats/histogram.hpp"
 
-namespace dhtc::engine {
+namespace dhtc::api {
 class crawler;
 }
 
-namespace dhtc::api {
+namespace dhtc::stats {
 
 /// Revision of both snapshot documents. They only ever gain fields.
 inline constexpr int snapshot_schema = 1;
@@ -29,16 +29,16 @@ inline constexpr int snapshot_schema = 1;
 ///
 /// Thread rules: any thread, any time between create and destroy; takes no lock. Each field
 /// is one relaxed load: the document is not a transaction across fields.
-nlohmann::json runtime_snapshot(const engine::crawler& c);
+nlohmann::json runtime_snapshot(const api::crawler& c);
 
 /// Every counter of every layer (udp, dht, crawl, metadata, delivery), the drop counters
 /// gathered under `drops`, and the three histograms. Every key is present even when zero.
 /// Same thread rules as runtime_snapshot().
-nlohmann::json observability_snapshot(const engine::crawler& c);
+nlohmann::json observability_snapshot(const api::crawler& c);
 
 /// The metrics of observability_snapshot() in Prometheus text exposition format 0.0.4
 /// (serve it as `text/plain; version=0.0.4`). Same thread rules as runtime_snapshot().
-std::string prometheus_text(const engine::crawler& c);
+std::string prometheus_text(const api::crawler& c);
 
 /// One histogram as JSON: {bounds, counts (non-cumulative), overflow, count, sum, p50, p95,
 /// p99}. `count` and the percentiles come from the counts read here, so they agree with
@@ -59,4 +59,4 @@ nlohmann::json histogram_json(const stats::histogram<N>& h) {
     return histogram_json(h.bounds(), counts, h.overflow(), h.sum());
 }
 
-} // namespace dhtc::api
+} // namespace dhtc::stats

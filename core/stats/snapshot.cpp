@@ -1,4 +1,4 @@
-#include "api/snapshot.hpp"
+#include "stats/snapshot.hpp"
 
 #include <atomic>
 #include <charconv>
@@ -7,17 +7,17 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/crawler.hpp"
-#include "metadata/outcome.hpp"
+#include "api/crawler.hpp"
+#include "api/events.hpp"
 
-namespace dhtc::api {
+namespace dhtc::stats {
 namespace {
 
 using json = nlohmann::json;
 
 std::uint64_t load(const std::atomic<std::uint64_t>& a) noexcept { return a.load(std::memory_order_relaxed); }
 
-const bounded_queue<crawl::hash_event>& ingress_of(const engine::crawler& c) { return c.pipeline().ingress(); }
+const bounded_queue<api::hash_event>& ingress_of(const api::crawler& c) { return c.pipeline().ingress(); }
 
 // ---- Prometheus text exposition 0.0.4 ----
 
@@ -354,6 +354,8 @@ constexpr field<pc> pipeline_fields[] = {
      "Multi-peer downloads that failed verification and were fetched again from one peer."},
     {"duplicates", &pc::duplicates, C, "dhtc_metadata_duplicates_total", {},
      "Hybrid torrents already delivered under their other key."},
+    {"sink_failures", &pc::sink_failures, C, "dhtc_metadata_sink_failures_total", {},
+     "Torrents the application could not store (answered retry); fetched again later."},
     {"bytes_fetched", &pc::bytes_fetched, C, "dhtc_metadata_bytes_fetched_total", {},
      "Verified metadata bytes fetched."},
     {"in_flight", &pc::in_flight, G, "dhtc_metadata_in_flight", {}, "Fetch jobs running."},
@@ -402,7 +404,7 @@ constexpr field<rc> retry_fields[] = {
      "Size of the retry store (SQLite file pages, or the PostgreSQL table with its indexes)."},
 };
 
-using dc = engine::delivery_counters;
+using dc = api::delivery_counters;
 constexpr field<dc> delivery_fields[] = {
     {"gates", &dc::gates, C, "dhtc_delivery_gates_total", {}, "Gate callbacks run."},
     {"torrents", &dc::torrents, C, "dhtc_delivery_torrents_total", {}, "Torrent callbacks run."},
@@ -417,9 +419,12 @@ constexpr field<dc> delivery_fields[] = {
     {"retry_events", &dc::retry_events, C, "dhtc_delivery_retry_events_total", {}, "Retry events delivered."},
     {"retry_events_dropped", &dc::retry_events_dropped, C, "dhtc_delivery_retry_events_dropped_total", {},
      "Retry events dropped because the main lane was full."},
+    {"polled", &dc::polled, C, "dhtc_delivery_polled_total", {}, "Events taken by polling."},
+    {"answers_timed_out", &dc::answers_timed_out, C, "dhtc_delivery_answers_timed_out_total", {},
+     "Polled gates and torrents not answered in time (their defaults applied)."},
 };
 
-void walk(const engine::crawler& c, collector& out) {
+void walk(const api::crawler& c, collector& out) {
     const auto& dht = c.dht();
     const auto& svc = dht.service();
     const auto& pipe = c.pipeline();
@@ -471,13 +476,13 @@ void walk(const engine::crawler& c, collector& out) {
     // Metadata pipeline.
     const auto& pcn = pipe.counters();
     emit(out, "metadata", pcn, pipeline_fields);
-    for (std::size_t i = 0; i < metadata::failure_class_count; ++i) {
-        const auto name = metadata::to_string(static_cast<metadata::failure_class>(i));
+    for (std::size_t i = 0; i < api::failure_class_count; ++i) {
+        const auto name = api::to_string(static_cast<api::failure_class>(i));
         out.counter({"metadata", "attempt_failures", name}, "dhtc_metadata_attempt_failures_total", {"class", name},
                     "Failed peer attempts, by failure class.", load(pcn.attempt_failures[i]));
     }
     for (std::size_t i = 0; i < pcn.outcomes.size(); ++i) {
-        const auto name = metadata::to_string(static_cast<metadata::outcome>(i));
+        const auto name = api::to_string(static_cast<api::outcome>(i));
         out.counter({"metadata", "outcomes", name}, "dhtc_metadata_outcomes_total", {"outcome", name},
                     "Completed gated rounds, by outcome.", load(pcn.outcomes[i]));
     }
@@ -589,7 +594,7 @@ nlohmann::json histogram_json(std::span<const std::uint64_t> bounds, std::span<c
     return j;
 }
 
-nlohmann::json runtime_snapshot(const engine::crawler& c) {
+nlohmann::json runtime_snapshot(const api::crawler& c) {
     const auto& dht = c.dht();
     const auto& cst = dht.service().crawl_stats();
     const auto& pipe = c.pipeline();
@@ -623,18 +628,18 @@ nlohmann::json runtime_snapshot(const engine::crawler& c) {
     return j;
 }
 
-nlohmann::json observability_snapshot(const engine::crawler& c) {
+nlohmann::json observability_snapshot(const api::crawler& c) {
     collector out(nullptr);
     walk(c, out);
     out.doc["schema"] = snapshot_schema;
     return std::move(out.doc);
 }
 
-std::string prometheus_text(const engine::crawler& c) {
+std::string prometheus_text(const api::crawler& c) {
     exposition e;
     collector out(&e);
     walk(c, out);
     return e.text();
 }
 
-} // namespace dhtc::api
+} // namespace dhtc::stats

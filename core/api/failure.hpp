@@ -1,0 +1,38 @@
+// Why a fetch failed: the library's one failure vocabulary. The peer wire, the peer
+// sessions, the pipeline's completions, the retry policy's class table and the events all
+// speak it, so nothing translates between enums.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace dhtc::api {
+
+/// Precise on purpose: retries are planned by it. The values are stored (the retry store
+/// packs per-class counters by value), so existing values never change and new ones are
+/// appended; there are at most 16.
+enum class failure_class : std::uint8_t {
+    none = 0,
+    connect_refused,      ///< the connect failed before the deadline (refused, unreachable, bind error)
+    connect_timeout,      ///< the deadline passed before the TCP connection was established
+    handshake_failed,     ///< the BitTorrent handshake was malformed or named another torrent
+    no_extension_support, ///< the peer does not speak BEP-10
+    no_metadata_support,  ///< the peer's extension handshake offers no ut_metadata
+    rejected,             ///< the peer rejected a request (ut_metadata msg_type 2)
+    timeout,              ///< connected, but the deadline passed before the metadata was complete
+    size_limit,           ///< the peer claimed a metadata size over the limit
+    hash_mismatch,        ///< the assembled metadata does not hash to the info hash
+    parse_error,          ///< verified bytes that are not a valid info dict
+    no_peers,             ///< no peer could be tried (none known, or all in the failure cache)
+    protocol_error,       ///< the peer broke BEP-9/10 rules after the handshake
+    disconnected,         ///< the peer closed the connection before the metadata was complete
+    sink_failed,          ///< fetched and verified, but the application could not store it
+    cancelled,            ///< the owner stopped the attempt (shutdown); not a failure of the peer
+};
+inline constexpr std::size_t failure_class_count = 16;
+
+/// "none", "connect_refused", ...
+std::string_view to_string(failure_class c) noexcept;
+
+} // namespace dhtc::api
