@@ -1,6 +1,6 @@
 package dev.dhtcrawler;
 
-import dev.dhtcrawler.internal.dhtc_answer;
+import dev.dhtcrawler.internal.DhtcNativeConstants;
 
 /**
  * The three answers to a torrent (docs/events.md): a {@link TorrentAnswerHandler}'s return, or
@@ -9,14 +9,14 @@ import dev.dhtcrawler.internal.dhtc_answer;
  */
 public enum Answer {
     /** Every sink holds it: the round completes {@code accepted} and the hash is done. */
-    ACCEPT(dhtc_answer.DHTC_ANSWER_ACCEPT.swigValue()),
+    ACCEPT(DhtcNativeConstants.DHTC_ANSWER_ACCEPT),
     /** Not wanted: the round completes {@code delivery_rejected} and the hash is done. */
-    REJECT(dhtc_answer.DHTC_ANSWER_REJECT.swigValue()),
+    REJECT(DhtcNativeConstants.DHTC_ANSWER_REJECT),
     /**
      * Wanted, but it could not be stored now (a sink failed): the round completes {@code
      * sink_failed}, the hash is not recorded done and is fetched again.
      */
-    RETRY(dhtc_answer.DHTC_ANSWER_RETRY.swigValue());
+    RETRY(DhtcNativeConstants.DHTC_ANSWER_RETRY);
 
     private final int code;
 

@@ -4,7 +4,6 @@ import dev.dhtcrawler.internal.DhtcNative;
 import dev.dhtcrawler.internal.DhtcNativeConstants;
 import dev.dhtcrawler.internal.Json;
 import dev.dhtcrawler.internal.NativeCrawler;
-import dev.dhtcrawler.internal.dhtc_status;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Arrays;
@@ -253,7 +252,7 @@ public final class Crawler implements AutoCloseable {
                 raw = withCrawler(c -> c.poll(slice));
             } catch (DhtcException e) {
                 if (closed) return Optional.empty();
-                if (e.code() == dhtc_status.DHTC_ERR_STATE.swigValue()) {
+                if (e.code() == DhtcNativeConstants.DHTC_ERR_STATE) {
                     drained = true; // shut down, every event taken
                     return Optional.empty();
                 }
@@ -366,14 +365,14 @@ public final class Crawler implements AutoCloseable {
     public void close(Duration timeout) {
         long millis = timeout.isNegative() ? -1 : Math.max(0, timeout.toMillis());
         if (!closeWithin(millis)) {
-            throw DhtcException.of(dhtc_status.DHTC_ERR_TIMEOUT,
+            throw DhtcException.of(DhtcNativeConstants.DHTC_ERR_TIMEOUT,
                     "a handler was still running after " + timeout + ": shut down, not closed yet");
         }
     }
 
     private boolean closeWithin(long millis) {
         if (inHandler()) {
-            throw DhtcException.of(dhtc_status.DHTC_ERR_STATE, "close() inside a handler: call shutdown() there and close afterwards");
+            throw DhtcException.of(DhtcNativeConstants.DHTC_ERR_STATE, "close() inside a handler: call shutdown() there and close afterwards");
         }
         if (closed) return true;
         try {
@@ -430,7 +429,7 @@ public final class Crawler implements AutoCloseable {
         if (inHandler()) return call.apply(crawler); // close() cannot complete while a handler runs
         lifetime.readLock().lock();
         try {
-            if (closed) throw DhtcException.of(dhtc_status.DHTC_ERR_STATE, "the crawler is closed");
+            if (closed) throw DhtcException.of(DhtcNativeConstants.DHTC_ERR_STATE, "the crawler is closed");
             return call.apply(crawler);
         } finally {
             lifetime.readLock().unlock();

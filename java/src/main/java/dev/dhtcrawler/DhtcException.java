@@ -1,6 +1,8 @@
 package dev.dhtcrawler;
 
-import dev.dhtcrawler.internal.dhtc_status;
+import dev.dhtcrawler.internal.DhtcNativeConstants;
+import java.lang.reflect.Field;
+import java.lang.reflect.Modifier;
 import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -28,13 +30,25 @@ public final class DhtcException extends RuntimeException {
         this.status = status;
     }
 
-    /** Every status of the C header ({@code dhtc_status}, wrapped by SWIG at build time): code to name. */
+    /**
+     * Every status of the C header's {@code dhtc_status}: SWIG generates a constant for each at
+     * build time (DhtcNativeConstants), read here; code to name, from DHTC_OK downwards.
+     */
     private static final Map<Integer, String> NAMES;
 
     static {
-        Map<Integer, String> names = new LinkedHashMap<>();
-        for (dhtc_status s : dhtc_status.values()) names.put(s.swigValue(), s.name());
-        NAMES = Collections.unmodifiableMap(names);
+        Map<Integer, String> names = new java.util.TreeMap<>(java.util.Comparator.reverseOrder());
+        for (Field f : DhtcNativeConstants.class.getFields()) {
+            String n = f.getName();
+            if (f.getType() != int.class || !Modifier.isStatic(f.getModifiers())) continue;
+            if (!n.equals("DHTC_OK") && !n.startsWith("DHTC_ERR_")) continue;
+            try {
+                names.put(f.getInt(null), n);
+            } catch (IllegalAccessException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+        NAMES = Collections.unmodifiableMap(new LinkedHashMap<>(names));
     }
 
     /** Every status code of the C API and its name ("DHTC_OK", "DHTC_ERR_BIND", ..., "DHTC_ERR_STORE"), in the header's order. */
@@ -48,8 +62,8 @@ public final class DhtcException extends RuntimeException {
         return name != null ? name : "DHTC_UNKNOWN(" + code + ")";
     }
 
-    static DhtcException of(dhtc_status status, String message) {
-        return new DhtcException(status.swigValue(), status.name(), message);
+    static DhtcException of(int code, String message) {
+        return new DhtcException(code, statusName(code), message);
     }
 
     /** The status name: DHTC_ERR_INVALID_JSON, DHTC_ERR_INVALID_OPTION, DHTC_ERR_BIND, DHTC_ERR_STATE, DHTC_ERR_TIMEOUT, DHTC_ERR_STORE, ... */

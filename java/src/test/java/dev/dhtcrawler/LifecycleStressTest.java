@@ -183,9 +183,13 @@ class LifecycleStressTest {
         }
 
         void feed(int round) throws IOException {
+            feed(round, 3);
+        }
+
+        void feed(int round, int hashes) throws IOException {
             try (DhtClient client = new DhtClient()) {
                 int port = DhtClient.portOf(crawler);
-                for (int i = 0; i < 3; i++) {
+                for (int i = 0; i < hashes; i++) {
                     byte[] h = DhtClient.filled(round);
                     h[0] = (byte) i;
                     h[1] = (byte) files.get();
@@ -260,7 +264,7 @@ class LifecycleStressTest {
             }
             case HANDLER -> {
                 c.start();
-                w.feed(round); // the first gate shuts down
+                w.feed(round, 1); // its gate shuts down (a stopped crawler answers no more announces)
                 assertTrue(c.awaitShutdown(Duration.ofSeconds(20)), "the gate's shutdown did not stop the crawler");
                 w.close();
             }
