@@ -241,12 +241,15 @@ class LifecycleStressTest {
     }
 
     static void lifeOf(Store store, Stop stop, int round) throws Exception {
+        int threadsBefore = nativeThreads(threadComm());
         Watched w = new Watched(store, stop);
         Crawler c = w.crawler;
         AtomicReference<Throwable> failure = new AtomicReference<>();
         switch (stop) {
             case HOST -> {
                 c.start();
+                // The count sees the library's threads (they carry their creator's name).
+                assertTrue(nativeThreads(threadComm()) > threadsBefore, "no library thread counted");
                 w.feed(round);
                 c.shutdown();
                 c.shutdown();
