@@ -155,7 +155,9 @@ class TestnetAnswerTest {
         // The store said "done" only for accepted hashes, never for one answered RETRY alone.
         for (Retry r : retries) {
             if (r.done()) {
-                assertTrue(byCallback.stream().anyMatch(c -> c.infoHash().equals(r.infoHash()) && !c.sinkFailed()), r.json());
+                assertTrue(byCallback.stream().anyMatch(c -> c.infoHash().equals(r.infoHash()) && !c.sinkFailed()),
+                        "the store recorded done a hash whose only completions were sink_failed (answered RETRY): " + r.json()
+                                + " completions " + byCallback.stream().filter(c -> c.infoHash().equals(r.infoHash())).toList());
             }
         }
     }
