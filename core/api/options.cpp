@@ -336,36 +336,25 @@ bool apply_double(parse_state& st, const field& f, const json& v, double& dst) {
 
 // Empty when `text` is a usable "host:port" (IPv6 literals bracketed), else what is wrong.
 std::string check_source(std::string_view text) {
-    std::string_view host;
-    std::string_view port;
-    if (!text.empty() && text.front() == '[') {
-        const auto close = text.find(']');
-        if (close == std::string_view::npos) return "missing ] after the IPv6 address";
-        host = text.substr(1, close - 1);
-        const auto addr = ip_address::parse(host);
-        if (!addr || !addr->is_v6()) return "[" + std::string(host) + "] is not an IPv6 address";
-        if (close + 1 >= text.size() || text[close + 1] != ':') return "no port (expected [address]:port)";
-        port = text.substr(close + 2);
-    } else {
-        const auto colon = text.rfind(':');
-        if (colon == std::string_view::npos) return "no port (expected host:port)";
-        host = text.substr(0, colon);
-        port = text.substr(colon + 1);
-        if (host.find(':') != std::string_view::npos)
-            return "an IPv6 address must be in brackets (expected [address]:port)";
-        if (host.empty()) return "empty host (expected host:port)";
-        if (host.size() > 253) return "host longer than 253 characters";
-        for (const char c : host) {
+    using E = host_port_error;
+    const host_port hp = split_host_port(text);
+    if (hp.error == E::unclosed_bracket) return "missing ] after the IPv6 address";
+    if (hp.bracketed) {
+        const auto addr = ip_address::parse(hp.host);
+        if (!addr || !addr->is_v6()) return "[" + std::string(hp.host) + "] is not an IPv6 address";
+    }
+    if (hp.error == E::no_port) return hp.bracketed ? "no port (expected [address]:port)" : "no port (expected host:port)";
+    if (hp.error == E::unbracketed_colon) return "an IPv6 address must be in brackets (expected [address]:port)";
+    if (hp.error == E::empty_host) return "empty host (expected host:port)";
+    if (!hp.bracketed) {
+        if (hp.host.size() > 253) return "host longer than 253 characters";
+        for (const char c : hp.host) {
             const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
                             c == '.' || c == '_';
             if (!ok) return "host has a character that is not a letter, digit, '-', '.' or '_'";
         }
     }
-    unsigned p = 0;
-    const bool digits = !port.empty() && port.size() <= 5 &&
-                        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) std::from_chars(port.data(), port.data() + port.size(), p);
-    if (!digits || p < 1 || p > 65535) return "port must be 1..65535";
+    if (hp.error == E::bad_port || hp.port == 0) return "port must be 1..65535";
     return {};
 }
 

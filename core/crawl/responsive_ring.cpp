@@ -12,7 +12,6 @@ namespace dhtc::crawl {
 namespace {
 
 constexpr int id_bits = 160;
-constexpr std::size_t purge_per_insert = 8;
 
 int bit_at(const id20& id, int d) noexcept { return id.bytes[static_cast<std::size_t>(d >> 3)] >> (7 - (d & 7)) & 1; }
 
@@ -99,10 +98,12 @@ std::size_t routing_snapshot::closest(const id20& target, std::span<node_entry> 
 }
 
 responsive_ring::responsive_ring(responsive_ring_options options)
-    : capacity_(std::clamp<std::size_t>(options.capacity, 1, (std::size_t{1} << 24) - 1)),
-      ttl_(std::max(options.ttl, std::chrono::seconds{0})),
-      snapshot_size_(std::min(options.snapshot_size, capacity_)), key_(detail::hash_key_from_seed(options.hash_seed)),
-      slots_(std::make_unique<slot[]>(capacity_)), index_(capacity_, 24) {
+    : snapshot_size_(std::min(options.snapshot_size,
+                              std::clamp<std::size_t>(options.capacity, 1, decltype(set_)::max_capacity))),
+      set_({.capacity = std::clamp<std::size_t>(options.capacity, 1, decltype(set_)::max_capacity),
+            .ttl = options.ttl,
+            .repeat = expiring_repeat::refresh,
+            .hash_seed = options.hash_seed}) {
     current_ = make_snapshot();
     spare_ = make_snapshot();
     store_published(published_, current_);
@@ -116,81 +117,24 @@ std::shared_ptr<routing_snapshot> responsive_ring::make_snapshot() {
     return s;
 }
 
-std::uint64_t responsive_ring::hash_of_slot(std::uint32_t i) const noexcept {
-    const endpoint& ep = slots_[i].node.ep;
-    return detail::hash_endpoint(key_, ep.address, ep.port);
-}
-
-std::uint32_t responsive_ring::find(const endpoint& ep, std::uint64_t h) const {
-    return index_.find(h, [&](std::uint32_t i) { return slots_[i].node.ep == ep; });
-}
-
-void responsive_ring::unindex(std::uint32_t i) noexcept {
-    index_.erase(hash_of_slot(i), i, [this](std::uint32_t j) { return hash_of_slot(j); });
-    slots_[i].live = false;
-    --live_;
-}
-
-void responsive_ring::drop_head() noexcept {
-    if (slots_[head_].live) unindex(static_cast<std::uint32_t>(head_));
-    head_ = head_ + 1 == capacity_ ? 0 : head_ + 1;
-    --count_;
-}
-
-std::size_t responsive_ring::purge(time_point now, std::size_t max) {
-    std::size_t n = 0;
-    while (count_ > 0 && n < max) {
-        const slot& s = slots_[head_];
-        if (s.live && !expired_at(s, now)) break;
-        if (s.live) {
-            ++expired_;
-            ++n;
-        }
-        drop_head();
-    }
-    return n;
-}
-
 ring_insert responsive_ring::insert(const id20& id, const endpoint& ep, time_point now, bool read_only) {
-    purge(now, purge_per_insert);
     const endpoint c = canonical(ep);
-    const std::uint64_t h = detail::hash_endpoint(key_, c.address, c.port);
-    const std::uint32_t old = find(c, h);
     if (read_only) {
         // A node that turned read-only no longer answers queries: stop listing it.
-        if (old != detail::slot_index::npos) unindex(old);
+        set_.purge(now, decltype(set_)::purge_per_insert);
+        set_.erase(c);
         ++refused_read_only_;
         return ring_insert::read_only;
     }
-    ring_insert result = ring_insert::inserted;
-    if (old != detail::slot_index::npos) {
-        // Moving to the young end keeps the ring ordered by last answer; the old slot is
-        // left as a dead placeholder because a ring cannot close a gap in its middle.
-        result = ring_insert::refreshed;
-        unindex(old);
+    if (set_.insert(c, now, id) == expiring_insert::refreshed) {
+        ++refreshed_;
+        return ring_insert::refreshed;
     }
-    if (count_ == capacity_) {
-        if (slots_[head_].live && !expired_at(slots_[head_], now)) ++evicted_;
-        drop_head();
-    }
-    std::size_t tail = head_ + count_;
-    if (tail >= capacity_) tail -= capacity_;
-    slot& s = slots_[tail];
-    s.node = node_entry{id, c};
-    s.at = now;
-    s.live = true;
-    index_.insert(h, static_cast<std::uint32_t>(tail));
-    ++count_;
-    ++live_;
-    ++(result == ring_insert::refreshed ? refreshed_ : inserted_);
-    return result;
+    ++inserted_;
+    return ring_insert::inserted;
 }
 
-bool responsive_ring::contains(const endpoint& ep, time_point now) const {
-    const endpoint c = canonical(ep);
-    const std::uint32_t i = find(c, detail::hash_endpoint(key_, c.address, c.port));
-    return i != detail::slot_index::npos && !expired_at(slots_[i], now);
-}
+bool responsive_ring::contains(const endpoint& ep, time_point now) const { return set_.contains(canonical(ep), now); }
 
 void responsive_ring::publish(time_point now) {
     std::shared_ptr<routing_snapshot> next;
@@ -212,14 +156,11 @@ void responsive_ring::publish(time_point now) {
     next->v4_.clear();
     next->v6_.clear();
     // Youngest first, so a full snapshot keeps the nodes most likely still online.
-    for (std::size_t k = count_; k-- > 0 && (next->v4_.size() < snapshot_size_ || next->v6_.size() < snapshot_size_);) {
-        std::size_t pos = head_ + k;
-        if (pos >= capacity_) pos -= capacity_;
-        const slot& s = slots_[pos];
-        if (!s.live || expired_at(s, now)) continue;
-        auto& v = s.node.ep.address.is_v6() ? next->v6_ : next->v4_;
-        if (v.size() < snapshot_size_) v.push_back(s.node);
-    }
+    set_.for_each_youngest(now, [&](const endpoint& ep, const id20& id) {
+        auto& v = ep.address.is_v6() ? next->v6_ : next->v4_;
+        if (v.size() < snapshot_size_) v.push_back(node_entry{id, ep});
+        return next->v4_.size() < snapshot_size_ || next->v6_.size() < snapshot_size_;
+    });
     const auto by_id = [](const node_entry& a, const node_entry& b) { return a.id < b.id; };
     std::sort(next->v4_.begin(), next->v4_.end(), by_id);
     std::sort(next->v6_.begin(), next->v6_.end(), by_id);
@@ -231,7 +172,7 @@ void responsive_ring::publish(time_point now) {
 }
 
 std::size_t responsive_ring::memory_bytes() const noexcept {
-    return sizeof(*this) + capacity_ * sizeof(slot) + index_.memory_bytes() +
+    return sizeof(*this) - sizeof(set_) + set_.memory_bytes() +
            2 * (2 * snapshot_size_ * sizeof(node_entry) + sizeof(routing_snapshot));
 }
 

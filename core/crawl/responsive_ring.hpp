@@ -10,10 +10,10 @@
 #include <span>
 #include <vector>
 
-#include "util/slot_index.hpp"
 #include "krpc/compact.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
+#include "util/expiring_set.hpp"
 #include "util/id20.hpp"
 
 // ThreadSanitizer does not model the fence publish() uses to recycle snapshots; under it,
@@ -75,8 +75,9 @@ enum class ring_insert : std::uint8_t {
 
 /// A bounded ring of responsive nodes with a TTL, deduplicated by endpoint.
 ///
-/// The ring is ordered by last answer: a refresh moves the node to the young end (its old
-/// slot stays behind as a dead placeholder), and a full ring overwrites the oldest slot.
+/// An expiring_set (util/expiring_set.hpp) from endpoint to id, ordered by last answer: a
+/// refresh moves the node to the young end (its old slot stays behind as a dead
+/// placeholder), and a full ring overwrites the oldest slot.
 /// So the ring holds the nodes among the last `capacity` answers that are younger than
 /// `ttl`, each once.
 ///
@@ -92,7 +93,7 @@ public:
     /// True when `ep` answered less than ttl before `now`.
     bool contains(const endpoint& ep, time_point now) const;
     /// Drops up to `max` expired entries from the old end; returns how many.
-    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1));
+    std::size_t purge(time_point now, std::size_t max = static_cast<std::size_t>(-1)) { return set_.purge(now, max); }
 
     /// Builds a snapshot of the youngest unexpired entries (up to snapshot_size per family)
     /// and makes it the one snapshot() returns. Reuses the previous snapshot's buffers when
@@ -107,42 +108,24 @@ public:
     static constexpr bool recycles_snapshots = !DHTC_CRAWL_TSAN;
 
     /// Live entries (including expired ones not purged yet).
-    std::size_t size() const noexcept { return live_; }
-    std::size_t capacity() const noexcept { return capacity_; }
+    std::size_t size() const noexcept { return set_.size(); }
+    std::size_t capacity() const noexcept { return set_.capacity(); }
     std::uint64_t inserted() const noexcept { return inserted_; }
     std::uint64_t refreshed() const noexcept { return refreshed_; }
     std::uint64_t refused_read_only() const noexcept { return refused_read_only_; }
     /// Live, unexpired entries overwritten by a full ring.
-    std::uint64_t evicted() const noexcept { return evicted_; }
-    std::uint64_t expired() const noexcept { return expired_; }
+    std::uint64_t evicted() const noexcept { return set_.evicted(); }
+    std::uint64_t expired() const noexcept { return set_.expired(); }
     std::uint64_t publishes() const noexcept { return publishes_; }
     /// Snapshots allocated because every spare was still held by a reader.
     std::uint64_t snapshot_allocations() const noexcept { return snapshot_allocations_; }
     std::size_t memory_bytes() const noexcept;
 
 private:
-    struct slot {
-        node_entry node;
-        time_point at{};
-        bool live = false;
-    };
-
-    std::uint64_t hash_of_slot(std::uint32_t i) const noexcept;
-    std::uint32_t find(const endpoint& ep, std::uint64_t h) const;
-    void drop_head() noexcept;
-    void unindex(std::uint32_t i) noexcept;
-    bool expired_at(const slot& s, time_point now) const noexcept { return now - s.at >= ttl_; }
     std::shared_ptr<routing_snapshot> make_snapshot();
 
-    std::size_t capacity_;
-    std::chrono::seconds ttl_;
     std::size_t snapshot_size_;
-    siphash_key key_;
-    std::unique_ptr<slot[]> slots_;
-    detail::slot_index index_;
-    std::size_t head_ = 0;
-    std::size_t count_ = 0; // slots in use, dead placeholders included
-    std::size_t live_ = 0;
+    expiring_set<endpoint, expiring_endpoint_hash, id20> set_; // keyed by canonical endpoint
 
     std::shared_ptr<routing_snapshot> current_; // what published_ holds, writable by us
     std::shared_ptr<routing_snapshot> spare_;   // the one before; reused once readers let go
@@ -154,8 +137,6 @@ private:
     std::uint64_t inserted_ = 0;
     std::uint64_t refreshed_ = 0;
     std::uint64_t refused_read_only_ = 0;
-    std::uint64_t evicted_ = 0;
-    std::uint64_t expired_ = 0;
     std::uint64_t publishes_ = 0;
     std::uint64_t snapshot_allocations_ = 0;
 };

@@ -32,24 +32,6 @@ public:
     }
 };
 
-// Splits "host:port" / "[v6]:port"; false when malformed.
-bool split_host_port(const std::string& text, std::string& host, std::string& port) {
-    if (!text.empty() && text.front() == '[') {
-        const auto close = text.find(']');
-        if (close == std::string::npos || close + 2 > text.size() || text[close + 1] != ':') return false;
-        host = text.substr(1, close - 1);
-        port = text.substr(close + 2);
-    } else {
-        const auto colon = text.rfind(':');
-        if (colon == std::string::npos) return false;
-        host = text.substr(0, colon);
-        port = text.substr(colon + 1);
-    }
-    unsigned p = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-    return !host.empty() && ec == std::errc{} && end == port.data() + port.size() && p > 0 && p < 65536;
-}
-
 } // namespace
 
 struct dht_engine::impl {
@@ -125,12 +107,12 @@ void dht_engine::impl::resolve_bootstrap() {
     const auto& sources = options.crawl.bootstrap.sources;
     for (std::size_t i = 0; i < sources.size(); ++i) {
         if (resolved[i]) continue;
-        std::string host, port;
-        if (!split_host_port(sources[i], host, port)) {
+        const host_port hp = split_host_port(sources[i]);
+        if (!hp || hp.port == 0) {
             resolved[i] = true; // malformed: the options layer reports it; never retried
             continue;
         }
-        resolver.async_resolve(host, port, [this, i](const std::error_code& ec,
+        resolver.async_resolve(std::string(hp.host), std::to_string(hp.port), [this, i](const std::error_code& ec,
                                                      asio::ip::udp::resolver::results_type results) {
             if (ec) return; // retried at the next resolve round
             std::vector<endpoint> eps;

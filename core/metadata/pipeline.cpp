@@ -84,6 +84,12 @@ struct job {
     }
 };
 
+/// A torrent handed to the application: rounds of its other key wait for the answer.
+struct handover {
+    std::optional<answer> answered;
+    std::vector<std::weak_ptr<job>> waiting;
+};
+
 } // namespace
 
 struct pipeline::impl {
@@ -111,6 +117,8 @@ struct pipeline::impl {
     peer_failure_cache failures;
     delivered_filter delivered;
     std::unordered_map<id20, std::shared_ptr<job>, id20_hash> jobs; ///< rounds in flight
+    /// Torrents with the application, under each of their keys, until it answered.
+    std::unordered_map<id20, std::shared_ptr<handover>, id20_hash> handovers;
     std::size_t active = 0; ///< worker slots: held from take() until the completion ran
     std::vector<api::hash_event> batch;
     std::mt19937_64 rng;
@@ -128,7 +136,7 @@ struct pipeline::impl {
     void settle_lease(const job& j, const completion& c);
     void release_slot();
     void complete(job& j, completion c);
-    void unremember(const job& j, const id20& v1, const id20& v2);
+    void report_sink_failure(const job& j);
     void shutdown_jobs();
 
     asio::awaitable<void> run_job(std::shared_ptr<job> j);
@@ -189,6 +197,10 @@ void pipeline::impl::admit(const api::hash_event& e, time_point now) {
         bump(c.already_delivered);
         return;
     }
+    if (handovers.count(e.info_hash)) { // with the application now: its answer decides
+        bump(c.merged_in_flight);
+        return;
+    }
     if (const auto it = jobs.find(e.info_hash); it != jobs.end()) {
         it->second->add_peer(e.peer);
         bump(c.merged_in_flight);
@@ -231,7 +243,7 @@ void pipeline::impl::start_retries(time_point now) {
         auto due = retry.store->take_due();
         if (!due) break;
         auto& d = *due;
-        if (jobs.count(d.info_hash)) continue; // one of our rounds holds it already
+        if (jobs.count(d.info_hash) || handovers.count(d.info_hash)) continue; // one of our rounds holds it already
         if (delivered.contains(d.info_hash, now)) {
             retry.store->post_done(d.info_hash);
             bump(owner.counters_.already_delivered);
@@ -542,39 +554,62 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by));
         co_return;
     }
-    // A hybrid has two keys: whichever round finishes first delivers it, once.
-    const auto now = clock.now();
+    // A hybrid has two keys: whichever round finishes first delivers it, once. A round whose
+    // torrent is with the application under the other key waits for that answer: only an
+    // answer that stuck makes it a duplicate.
     const id20 v1 = to_id20(d.info.sha1);
     const id20 v2 = truncate_to_id20(d.info.sha256);
-    const bool duplicate = (d.info.has_v1() && delivered.contains(v1, now)) ||
-                           (d.info.has_v2() && delivered.contains(v2, now));
-    if (d.info.has_v1()) delivered.insert(v1, now);
-    if (d.info.has_v2()) delivered.insert(v2, now);
-    if (d.info.has_v1() && d.info.has_v2()) j->sibling = j->key == v1 ? v2 : v1;
-    if (duplicate) {
+    std::vector<id20> keys;
+    if (d.info.has_v1()) keys.push_back(v1);
+    if (d.info.has_v2()) keys.push_back(v2);
+    const bool hybrid = keys.size() == 2;
+    std::shared_ptr<handover> earlier;
+    for (const auto& k : keys)
+        if (const auto it = handovers.find(k); it != handovers.end()) earlier = it->second;
+    if (earlier) {
+        earlier->waiting.push_back(j);
+        while (!earlier->answered && !stopping) {
+            j->wake.expires_at(asio::steady_timer::time_point::max());
+            co_await wait(*j);
+        }
+        if (stopping) co_return;
+        if (*earlier->answered == answer::retry) {
+            complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
+                                         served_by));
+            co_return;
+        }
+    }
+    const auto now = clock.now();
+    if (earlier || std::any_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); })) {
+        if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
         bump(c.duplicates);
         complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by));
         co_return;
     }
+    const auto mine = std::make_shared<handover>();
+    for (const auto& k : keys) handovers[k] = mine;
     d.raw = std::move(*bytes);
     const answer taken = co_await deliver(j, std::move(d));
+    for (const auto& k : keys) handovers.erase(k);
+    mine->answered = taken;
+    for (auto& w : mine->waiting)
+        if (auto live = w.lock()) live->wake.cancel();
     if (stopping) co_return;
     if (taken == answer::retry) {
-        // Not stored: nothing may remember it as delivered, so it is fetched again.
-        unremember(*j, v1, v2);
+        // Not stored: nothing remembers it as delivered, so it is fetched again.
+        report_sink_failure(*j);
         bump(c.sink_failures);
         complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by));
         co_return;
     }
+    for (const auto& k : keys) delivered.insert(k, clock.now());
+    if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
     complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
                                  failure_class::none, j->attempts, served_by));
 }
 
-// A torrent the application could not store is forgotten under both keys, and without a
-// store the application hears how it comes back.
-void pipeline::impl::unremember(const job& j, const id20& v1, const id20& v2) {
-    delivered.erase(v1);
-    delivered.erase(v2);
+// Without a store the application hears how a torrent it could not store comes back.
+void pipeline::impl::report_sink_failure(const job& j) {
     if (!retry.store)
         app.post_error("torrent " + j.key.hex() +
                        " could not be stored (a sink failed); it is fetched again when it is next announced");

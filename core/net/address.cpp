@@ -71,30 +71,59 @@ std::string endpoint::to_string() const {
     return s;
 }
 
-std::optional<endpoint> endpoint::parse(std::string_view text) noexcept {
-    std::string_view host;
+host_port split_host_port(std::string_view text) noexcept {
+    host_port r;
     std::string_view port_text;
     if (!text.empty() && text.front() == '[') {
+        r.bracketed = true;
         const auto close = text.find(']');
-        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') return std::nullopt;
-        host = text.substr(1, close - 1);
+        if (close == std::string_view::npos) {
+            r.error = host_port_error::unclosed_bracket;
+            return r;
+        }
+        r.host = text.substr(1, close - 1);
+        if (close + 1 >= text.size() || text[close + 1] != ':') {
+            r.error = host_port_error::no_port;
+            return r;
+        }
         port_text = text.substr(close + 2);
-        auto a = ip_address::parse(host);
-        if (!a || !a->is_v6()) return std::nullopt;
     } else {
         const auto colon = text.rfind(':');
-        if (colon == std::string_view::npos) return std::nullopt;
-        host = text.substr(0, colon);
+        if (colon == std::string_view::npos) {
+            r.error = host_port_error::no_port;
+            return r;
+        }
+        r.host = text.substr(0, colon);
         port_text = text.substr(colon + 1);
+        if (r.host.find(':') != std::string_view::npos) {
+            r.error = host_port_error::unbracketed_colon;
+            return r;
+        }
     }
-    auto addr = ip_address::parse(host);
-    if (!addr) return std::nullopt;
-    if (addr->is_v6() && text.front() != '[') return std::nullopt;
+    if (r.host.empty()) {
+        r.error = host_port_error::empty_host;
+        return r;
+    }
+    // Digits only: from_chars alone would take "000000080".
     unsigned port = 0;
-    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port_text.empty() || port > 65535)
-        return std::nullopt;
-    return endpoint{*addr, static_cast<std::uint16_t>(port)};
+    const bool digits = !port_text.empty() && port_text.size() <= 5 &&
+                        port_text.find_first_not_of("0123456789") == std::string_view::npos;
+    if (digits) std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (!digits || port > 65535) {
+        r.error = host_port_error::bad_port;
+        return r;
+    }
+    r.port = static_cast<std::uint16_t>(port);
+    return r;
+}
+
+std::optional<endpoint> endpoint::parse(std::string_view text) noexcept {
+    const host_port hp = split_host_port(text);
+    if (!hp) return std::nullopt;
+    auto addr = ip_address::parse(hp.host);
+    // IPv6 exactly when bracketed ("[1.2.3.4]:1" is refused like "::1:1").
+    if (!addr || addr->is_v6() != hp.bracketed) return std::nullopt;
+    return endpoint{*addr, hp.port};
 }
 
 std::size_t endpoint_hash::operator()(const endpoint& e) const noexcept {

@@ -53,6 +53,32 @@ struct endpoint {
     auto operator<=>(const endpoint&) const = default;
 };
 
+/// Why split_host_port() refused a text.
+enum class host_port_error : std::uint8_t {
+    none,
+    unclosed_bracket,  ///< "[" without "]"
+    no_port,           ///< no ":" (or nothing but "]" after the brackets, or "]x")
+    unbracketed_colon, ///< "::1:80": an IPv6 literal must be in brackets
+    empty_host,        ///< ":80" or "[]:80"
+    bad_port,          ///< not 1 to 5 decimal digits up to 65535 (0 is a port here)
+};
+
+/// "host:port" or "[v6 literal]:port", split. `host` is a view into the text, without the
+/// brackets; on an error, `host` and `bracketed` hold what was read before it (so a caller
+/// can still say "[x] is not an IPv6 address" for "[x]"). The host itself is not checked:
+/// it may be a name, an address, or (in brackets) anything but "]".
+struct host_port {
+    std::string_view host;
+    std::uint16_t port = 0;
+    bool bracketed = false;
+    host_port_error error = host_port_error::none;
+
+    explicit operator bool() const noexcept { return error == host_port_error::none; }
+};
+
+/// The one host:port splitter (endpoint::parse, the bootstrap resolver and the options check).
+host_port split_host_port(std::string_view text) noexcept;
+
 struct endpoint_hash {
     std::size_t operator()(const endpoint& e) const noexcept;
 };

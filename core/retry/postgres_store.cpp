@@ -3,6 +3,9 @@
 #include <libpq-fe.h>
 
 #include <cstdlib>
+#include <iterator>
+
+#include "retry/migrations.hpp"
 
 namespace dhtc::retry {
 
@@ -25,6 +28,11 @@ CREATE TABLE retry_hashes (
 );
 CREATE INDEX retry_hashes_due ON retry_hashes(state, next_retry_at);
 )sql";
+
+// Forward migrations, in order: entry i brings the schema to version i + 1. Never edit a
+// released entry; append one.
+constexpr const char* migrations[] = {schema_v1};
+static_assert(std::size(migrations) == postgres_schema_version);
 
 constexpr const char* columns =
     "info_hash, state, next_retry_at, first_seen, last_seen, observations, attempts, priority, failure_counts, "
@@ -185,7 +193,7 @@ public:
             // The due-work query's best plan depends on `now`: a generic plan (PostgreSQL
             // switches to one after five executions) would assume a third of the table due.
             exec("SET plan_cache_mode = force_custom_plan");
-            migrate();
+            migrate(conninfo);
             prepare();
         } catch (...) {
             PQfinish(conn_);
@@ -294,29 +302,20 @@ private:
     }
 
     // Forward-only, under an advisory lock: crawlers starting together migrate once.
-    void migrate() {
-        exec("BEGIN");
-        try {
-            exec("SELECT pg_advisory_xact_lock(7305042)"); // "retry" schema lock, any constant shared by all
-            exec("CREATE TABLE IF NOT EXISTS schema_migrations (component TEXT PRIMARY KEY, version INTEGER NOT NULL)");
-            std::int64_t version = 0;
-            {
-                result r(PQexec(conn_, "SELECT version FROM schema_migrations WHERE component = 'retry'"));
-                if (PQresultStatus(r.r) != PGRES_TUPLES_OK)
-                    throw store_error("postgresql: " + one_line(PQerrorMessage(conn_)));
-                if (PQntuples(r.r) == 1) version = to_int(r.r, 0, 0);
-            }
-            if (version > postgres_schema_version)
-                throw store_error("PostgreSQL retry schema version " + std::to_string(version) +
-                                  " is newer than this build's " + std::to_string(postgres_schema_version));
-            if (version < 1) exec(schema_v1);
-            exec("INSERT INTO schema_migrations(component, version) VALUES ('retry', 1) "
-                 "ON CONFLICT (component) DO UPDATE SET version = excluded.version");
-            exec("COMMIT");
-        } catch (...) {
-            rollback();
-            throw;
-        }
+    void migrate(const std::string& conninfo) {
+        migration_dialect d;
+        d.begin = "BEGIN";
+        d.lock = "SELECT pg_advisory_xact_lock(7305042)"; // the schema lock every component takes
+        d.database = describe(conninfo);
+        d.exec = [this](const std::string& sql) { exec(sql.c_str()); };
+        d.query_int = [this](const std::string& sql) -> std::optional<std::int64_t> {
+            result r(PQexec(conn_, sql.c_str()));
+            if (PQresultStatus(r.r) != PGRES_TUPLES_OK) throw store_error("postgresql: " + one_line(PQerrorMessage(conn_)));
+            if (PQntuples(r.r) == 0) return std::nullopt;
+            return to_int(r.r, 0, 0);
+        };
+        d.rollback = [this] { rollback(); };
+        apply_migrations(d, "retry", migrations);
     }
 
     void prepare() {

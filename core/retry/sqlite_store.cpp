@@ -2,6 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <iterator>
+
+#include "retry/migrations.hpp"
+
 namespace dhtc::retry {
 
 namespace {
@@ -26,6 +30,11 @@ CREATE TABLE retry_hashes (
 ) WITHOUT ROWID;
 CREATE INDEX retry_hashes_due ON retry_hashes(state, next_retry_at);
 )sql";
+
+// Forward migrations, in order: entry i brings the schema to version i + 1. Never edit a
+// released entry; append one.
+constexpr const char* migrations[] = {schema_v1};
+static_assert(std::size(migrations) == sqlite_schema_version);
 
 constexpr const char* columns =
     "info_hash, state, next_retry_at, first_seen, last_seen, observations, attempts, priority, failure_counts, "
@@ -213,26 +222,17 @@ private:
 
     // Forward-only: each version's statements run once, in one transaction with the bump.
     void migrate(const std::string& target) {
-        exec("BEGIN IMMEDIATE");
-        try {
-            exec("CREATE TABLE IF NOT EXISTS schema_migrations (component TEXT PRIMARY KEY, version INTEGER NOT NULL)");
-            std::int64_t version = 0;
-            {
-                statement q(db_, "SELECT version FROM schema_migrations WHERE component = 'retry'");
-                if (q.step()) version = q.integer(0);
-            }
-            if (version > sqlite_schema_version)
-                throw store_error("SQLite database " + target + " has retry schema version " +
-                                  std::to_string(version) + ", newer than this build's " +
-                                  std::to_string(sqlite_schema_version));
-            if (version < 1) exec(schema_v1);
-            exec("INSERT INTO schema_migrations(component, version) VALUES ('retry', 1) "
-                 "ON CONFLICT(component) DO UPDATE SET version = excluded.version");
-            exec("COMMIT");
-        } catch (...) {
-            rollback();
-            throw;
-        }
+        migration_dialect d;
+        d.begin = "BEGIN IMMEDIATE";
+        d.database = "SQLite database " + target;
+        d.exec = [this](const std::string& sql) { exec(sql.c_str()); };
+        d.query_int = [this](const std::string& sql) -> std::optional<std::int64_t> {
+            statement q(db_, sql.c_str());
+            if (!q.step()) return std::nullopt;
+            return q.integer(0);
+        };
+        d.rollback = [this] { rollback(); };
+        apply_migrations(d, "retry", migrations);
     }
 
     void prepare() {

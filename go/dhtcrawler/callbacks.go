@@ -12,7 +12,6 @@ package dhtcrawler
 import "C"
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime/cgo"
 	"syscall"
@@ -68,35 +67,47 @@ func goDhtcGate(h C.uintptr_t, infoHash *C.char) (accept C.int) {
 }
 
 //export goDhtcTorrent
-func goDhtcTorrent(h C.uintptr_t, doc *C.char, info *C.char, infoLen C.size_t) (accept C.int) {
+func goDhtcTorrent(h C.uintptr_t, doc *C.char, info *C.char, infoLen C.size_t) (answer C.int) {
 	defer func() {
 		if p := recover(); p != nil {
-			accept = 0
+			answer = C.int(answerReject)
 		}
 	}()
 	c, leave := crawlerOf(h)
 	defer leave()
 	if c == nil {
-		return 0
+		return C.int(answerReject)
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			c.report("torrent", p)
-			accept = 0
+			answer = C.int(answerReject)
 		}
 	}()
 	t, err := decodeTorrent(C.GoString(doc), C.GoBytes(unsafe.Pointer(info), C.int(infoLen)))
 	if err != nil {
 		panic(fmt.Sprintf("undecodable torrent JSON: %v", err))
 	}
-	if c.accept != nil && !c.accept(t) {
-		return 0
+	a := AnswerAccept
+	if c.answer != nil {
+		a = c.answer(t)
 	}
-	return cbool(c.deliver(t))
+	switch a {
+	case AnswerReject, AnswerRetry:
+		return C.int(a)
+	case AnswerAccept:
+	default:
+		panic(fmt.Sprintf("answer %d is not AnswerAccept, AnswerReject or AnswerRetry", int(a)))
+	}
+	if !c.deliver(t) {
+		return C.int(answerRetry) // wanted, but not taken: fetched again
+	}
+	return C.int(answerAccept)
 }
 
 // deliver puts t in the channel, waiting for the reader while the crawler runs (that wait
-// is the back-pressure); after Shutdown it gives up when the channel is full.
+// is the back-pressure); after Shutdown it gives up when the channel is full (the torrent
+// is then answered AnswerRetry: it was not taken, so it is fetched again).
 func (c *Crawler) deliver(t *Torrent) bool {
 	select {
 	case c.torrents <- t:
@@ -115,8 +126,13 @@ const (
 	eventCompletion  = 1 // GOC_EVENT_COMPLETION in trampolines.h
 	eventError       = 2
 	eventObservation = 3
+	eventRetry       = 4
 )
 
+// goDhtcEvent decodes by the envelope's "type", not by the callback it came through, so an
+// event always reaches the function of its own type; one of an unknown type is logged and
+// dropped, one without a function here is dropped.
+//
 //export goDhtcEvent
 func goDhtcEvent(h C.uintptr_t, kind C.int, doc *C.char) {
 	defer func() { _ = recover() }()
@@ -126,34 +142,33 @@ func goDhtcEvent(h C.uintptr_t, kind C.int, doc *C.char) {
 		return
 	}
 	raw := C.GoString(doc)
-	where := map[C.int]string{eventCompletion: "completion", eventError: "error", eventObservation: "observation"}[kind]
+	where := map[C.int]string{eventCompletion: "completion", eventError: "error", eventObservation: "observation",
+		eventRetry: "retry"}[kind]
 	defer func() {
 		if p := recover(); p != nil {
 			c.report(where, p)
 		}
 	}()
-	switch kind {
-	case eventCompletion:
-		var e Completion
-		mustDecode(raw, &e)
-		e.JSON = json.RawMessage(raw)
-		c.onCompletion(e)
-	case eventObservation:
-		var e Observation
-		mustDecode(raw, &e)
-		e.JSON = json.RawMessage(raw)
-		c.onObservation(e)
-	case eventError:
-		var e struct {
-			Message string `json:"message"`
-		}
-		mustDecode(raw, &e)
-		c.onError(e.Message)
+	ev, err := decodeEvent(raw, nil)
+	if err != nil {
+		panic(err.Error())
 	}
-}
-
-func mustDecode(doc string, v any) {
-	if err := json.Unmarshal([]byte(doc), v); err != nil {
-		panic(fmt.Sprintf("undecodable event JSON: %v", err))
+	switch e := ev.(type) {
+	case Completion:
+		if c.onCompletion != nil {
+			c.onCompletion(e)
+		}
+	case Retry:
+		if c.onRetry != nil {
+			c.onRetry(e)
+		}
+	case Observation:
+		if c.onObservation != nil {
+			c.onObservation(e)
+		}
+	case ErrorEvent:
+		if c.onError != nil {
+			c.onError(e.Message)
+		}
 	}
 }

@@ -69,6 +69,20 @@ func TestPortInUseIsABindError(t *testing.T) {
 	}
 }
 
+func TestAnUnusableRetryStoreIsAStoreError(t *testing.T) {
+	options := loopbackOptions()
+	// A directory is no SQLite file.
+	options["retry"] = map[string]any{"store": map[string]any{"kind": "sqlite", "path": t.TempDir()}}
+	c, err := dhtcrawler.New(options)
+	var e *dhtcrawler.Error
+	if !errors.Is(err, dhtcrawler.ErrStore) || !errors.As(err, &e) || e.Name != "DHTC_ERR_STORE" || e.Message == "" {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("got %v, %v; want a DHTC_ERR_STORE error with a message", c, err)
+	}
+}
+
 func TestDefaultOptionsAreAcceptedBack(t *testing.T) {
 	doc, err := dhtcrawler.DefaultOptions()
 	if err != nil {

@@ -15,20 +15,31 @@
 //	err = c.Run(ctx)
 //
 // Threads: the library calls back on its own delivery thread, one call at a time, in
-// order. Gate, accept and event functions run there and should return quickly; they may
+// order. Gate, answer and event functions run there and should return quickly; they may
 // call Shutdown, Stats, Observability and Metrics, but Close returns a DHTC_ERR_STATE
 // error there. A panic in any of them is recovered, reported to the error function, and
 // counts as a rejection where the function decides; it never unwinds into C.
+//
+// Instead of callbacks a host may pull every event itself: New(options, WithPolling()),
+// then Poll in a loop while Run runs, answering Gate and TorrentEvent events with Answer.
+//
+// Lifecycle: Shutdown only requests the stop and returns at once (from any goroutine, a
+// callback or a signal handler, any number of times); Run returns as soon as it was
+// requested. Callbacks (the cancelled rounds' completions) may still run until Close
+// returns; Close waits for them, frees the library's side, and after it returns nothing of
+// the library runs.
 package dhtcrawler
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 /*
@@ -47,11 +58,13 @@ type Setting func(*settings)
 
 type settings struct {
 	gate          func(infoHash string) bool
-	accept        func(t *Torrent) bool
+	answer        func(t *Torrent) Answer
 	onCompletion  func(Completion)
+	onRetry       func(Retry)
 	onError       func(message string)
 	onObservation func(Observation)
 	buffer        int
+	polling       bool
 }
 
 // WithGate sets the fetch gate: called before a hash first goes to peers (40 lower-case
@@ -60,11 +73,37 @@ func WithGate(fn func(infoHash string) bool) Setting { return func(s *settings) 
 
 // WithAccept sets the acknowledgement: called for every verified torrent before it enters
 // the Torrents channel; false rejects it (its completion says "delivery_rejected") and it
-// is not sent. Without it every torrent is accepted.
-func WithAccept(fn func(t *Torrent) bool) Setting { return func(s *settings) { s.accept = fn } }
+// is not sent. Without it (and without WithAnswer) every torrent is accepted. It is
+// WithAnswer with true = AnswerAccept, false = AnswerReject; the later of the two wins.
+func WithAccept(fn func(t *Torrent) bool) Setting {
+	return func(s *settings) {
+		s.answer = func(t *Torrent) Answer {
+			if fn(t) {
+				return AnswerAccept
+			}
+			return AnswerReject
+		}
+	}
+}
+
+// WithAnswer sets the acknowledgement with all three answers: called for every verified
+// torrent before it enters the Torrents channel. AnswerAccept sends it there (the round
+// completes "accepted"); AnswerReject drops it ("delivery_rejected", the hash is done);
+// AnswerRetry drops it for now ("sink_failed": the hash is not recorded done and is fetched
+// again). A panic, or any other value, counts as AnswerReject. Replaces WithAccept.
+func WithAnswer(fn func(t *Torrent) Answer) Setting { return func(s *settings) { s.answer = fn } }
 
 // WithCompletion receives one completion per gated round.
 func WithCompletion(fn func(Completion)) Setting { return func(s *settings) { s.onCompletion = fn } }
+
+// WithRetry receives what the retry store made of each round (only with a retry store,
+// retry.store.kind in docs/options.md), after the store committed it.
+func WithRetry(fn func(Retry)) Setting { return func(s *settings) { s.onRetry = fn } }
+
+// WithPolling switches event delivery to Poll: no callback is used, so it cannot be
+// combined with WithGate, WithAccept, WithAnswer, WithCompletion, WithRetry, WithErrors or
+// WithObservations, and the Torrents channel stays empty.
+func WithPolling() Setting { return func(s *settings) { s.polling = true } }
 
 // WithErrors receives the library's runtime errors and the panics recovered from this
 // crawler's callbacks.
@@ -123,19 +162,36 @@ func New(options any, opts ...Setting) (*Crawler, error) {
 	for _, o := range opts {
 		o(&c.settings)
 	}
+	if c.polling && (c.gate != nil || c.answer != nil || c.onCompletion != nil || c.onRetry != nil ||
+		c.onError != nil || c.onObservation != nil) {
+		return nil, &Error{Status: statusInvalidArgument, Name: statusName(statusInvalidArgument),
+			Message: "WithPolling excludes callbacks (WithGate, WithAccept, WithAnswer, WithCompletion, " +
+				"WithRetry, WithErrors, WithObservations)"}
+	}
 	c.torrents = make(chan *Torrent, c.buffer)
 	if c.ptr, err = cCreate(doc); err != nil {
 		return nil, err
 	}
-	c.handle = cgo.NewHandle(c)
-	if err := cRegister(c.ptr, c.handle, c.gate != nil, c.onCompletion != nil, c.onError != nil,
-		c.onObservation != nil); err != nil {
+	if c.polling {
+		err = cEnablePolling(c.ptr)
+	} else {
+		c.handle = cgo.NewHandle(c)
+		err = cRegister(c.ptr, c.handle, c.gate != nil, c.onCompletion != nil, c.onRetry != nil,
+			c.onError != nil, c.onObservation != nil)
+	}
+	if err != nil {
 		_ = cDestroy(c.ptr)
-		c.handle.Delete()
+		if c.handle != 0 {
+			c.handle.Delete()
+		}
 		return nil, err
 	}
 	return c, nil
 }
+
+// HeaderVersion is the version of the dhtcrawler.h this package was compiled against
+// (DHTC_VERSION_STRING); Version is the library's.
+func HeaderVersion() string { return headerVersion() }
 
 func optionsJSON(options any) (string, error) {
 	switch o := options.(type) {
@@ -162,7 +218,8 @@ func optionsJSON(options any) (string, error) {
 // library's bounded queues apply their back-pressure (fetches wait; observations are
 // dropped and counted). Nothing is dropped silently: a torrent is acknowledged to the
 // library only once it is in the channel. After Shutdown a torrent that finds the channel
-// full is rejected instead (its completion says "delivery_rejected").
+// full is answered AnswerRetry instead (its completion says "sink_failed"; it was not
+// taken, so it is fetched again).
 func (c *Crawler) Torrents() <-chan *Torrent { return c.torrents }
 
 // Run starts the crawler and blocks until it is shut down: by ctx being cancelled, by
@@ -210,13 +267,17 @@ func (c *Crawler) Run(ctx context.Context) error {
 	return err
 }
 
-// Shutdown stops crawling and fetching and makes Run return. Idempotent, callable from any
-// goroutine and from inside a callback; a shut-down crawler cannot run again.
+// Shutdown stops crawling and fetching and makes Run return. It only requests the stop and
+// returns without waiting for a running callback (Close waits for that). Idempotent, callable
+// from any goroutine, from a signal handler's goroutine and from inside a callback, also
+// concurrently with itself and with Close (it then may return ErrClosed); a shut-down
+// crawler cannot run again.
 func (c *Crawler) Shutdown() error {
 	c.stopOnce.Do(func() { close(c.stopping) })
 	return c.withPtr(func(p *C.dhtc_crawler) error {
-		// A callback runs after start, and the library's shutdown from another
-		// goroutine may be waiting for that very callback: it must not wait for the lock.
+		// lifecycle keeps a start from overlapping a shutdown. A callback runs after
+		// start, so it needs no lock, and must not take it: a library whose shutdown
+		// waits for callbacks would deadlock against a Shutdown on another goroutine.
 		if !c.inCallback() {
 			c.lifecycle.Lock()
 			defer c.lifecycle.Unlock()
@@ -234,11 +295,25 @@ func (c *Crawler) stopRequested() bool {
 	}
 }
 
-// Close shuts the crawler down, waits for Run to return, frees the library's side and
-// closes the Torrents channel. After it returns no callback runs. Idempotent; concurrent
-// calls wait for the first. Inside a callback it shuts down and returns a DHTC_ERR_STATE
-// error: close from the host's goroutine after the callback returned.
-func (c *Crawler) Close() error {
+// Close shuts the crawler down, waits for Run to return and for a callback that is
+// running, frees the library's side (dhtc_crawler_destroy) and closes the Torrents
+// channel. After it returns no callback runs and nothing of the library runs. Idempotent;
+// concurrent calls wait for the first. Inside a callback it shuts down and returns a
+// DHTC_ERR_STATE error: close from the host's goroutine after the callback returned.
+func (c *Crawler) Close() error { return c.close(cDestroy) }
+
+// CloseTimeout is Close waiting at most d for a callback that is still running
+// (dhtc_crawler_destroy_timeout). When the callback has not returned by then it returns an
+// error matching ErrTimeout: the crawler is shut down but not closed (Stats still work);
+// call Close or CloseTimeout again later.
+func (c *Crawler) CloseTimeout(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return c.close(func(p *C.dhtc_crawler) error { return cDestroyTimeout(p, d.Milliseconds()) })
+}
+
+func (c *Crawler) close(destroy func(*C.dhtc_crawler) error) error {
 	_ = c.Shutdown()
 	if c.inCallback() {
 		return stateError("Close inside a callback; call Shutdown there and Close afterwards")
@@ -251,14 +326,72 @@ func (c *Crawler) Close() error {
 	if c.runDone != nil {
 		<-c.runDone // Run needs no lock to return
 	}
-	err := cDestroy(c.ptr)
-	if err != nil {
-		return err // the crawler stays usable; nothing was freed
+	if err := destroy(c.ptr); err != nil {
+		return err // the crawler stays valid; nothing was freed
 	}
 	c.closed = true // ptr stays as it was; nothing reads it once closed
-	c.handle.Delete()
+	if c.handle != 0 {
+		c.handle.Delete()
+	}
 	close(c.torrents)
 	return nil
+}
+
+// pollSlice bounds one wait inside the library, so Poll sees its context and Close never
+// waits long for a Poll in progress.
+const pollSlice = 100 * time.Millisecond
+
+// Poll takes the next event (WithPolling only), waiting until one comes or ctx is done
+// (then it returns ctx's error). Events are Gate, *TorrentEvent, Completion, Retry,
+// ErrorEvent and Observation; answer Gate and TorrentEvent with Answer. An event of a type
+// this package does not know is skipped with a log line. After Shutdown it returns the
+// events still waiting (the cancelled completions among them), then an error matching
+// ErrState; after Close, ErrClosed. Safe from several goroutines.
+func (c *Crawler) Poll(ctx context.Context) (Event, error) {
+	if !c.polling {
+		return nil, stateError("Poll needs WithPolling")
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		wait := pollSlice
+		if deadline, ok := ctx.Deadline(); ok {
+			if left := time.Until(deadline); left < wait {
+				wait = left
+			}
+		}
+		if wait < 0 {
+			wait = 0
+		}
+		var doc string
+		var info []byte
+		err := c.withPtr(func(p *C.dhtc_crawler) error {
+			var err error
+			doc, info, err = cPoll(p, wait.Milliseconds())
+			return err
+		})
+		if errors.Is(err, ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ev, err := decodeEvent(doc, info)
+		if err != nil {
+			return nil, err
+		}
+		if ev != nil {
+			return ev, nil
+		}
+	}
+}
+
+// Answer answers a polled Gate (AnswerAccept: fetch it; AnswerReject: skip it) or
+// TorrentEvent (AnswerAccept, AnswerReject or AnswerRetry) by its ID. An error matching
+// ErrNotFound when it was answered already or its time ran out. Any goroutine.
+func (c *Crawler) Answer(id uint64, answer Answer) error {
+	return c.withPtr(func(p *C.dhtc_crawler) error { return cAnswer(p, id, int(answer)) })
 }
 
 // Stats is the runtime snapshot (docs/metrics.md).

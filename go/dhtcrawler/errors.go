@@ -39,7 +39,24 @@ var (
 	ErrNoMemory        = sentinel(statusNoMemory)
 	ErrInternal        = sentinel(statusInternal)
 	ErrNotFound        = sentinel(statusNotFound)
+	// ErrStore: the retry store could not be opened (an unusable SQLite file, a bad
+	// PostgreSQL connection string or an unreachable server; the message says which).
+	ErrStore = sentinel(statusStore)
 )
+
+// sentinels maps every status of dhtcrawler.h but DHTC_OK to its sentinel.
+var sentinels = map[int]*Error{}
+
+func init() {
+	for _, e := range []*Error{ErrInvalidArgument, ErrInvalidJSON, ErrInvalidOption, ErrBind, ErrState,
+		ErrTimeout, ErrNoMemory, ErrInternal, ErrNotFound, ErrStore} {
+		sentinels[e.Status] = e
+	}
+}
+
+// StatusError is the sentinel of a status of dhtcrawler.h (nil for DHTC_OK and for a
+// status this package does not know).
+func StatusError(status int) *Error { return sentinels[status] }
 
 // ErrClosed is returned by calls on a crawler after Close.
 var ErrClosed = errors.New("dhtcrawler: crawler is closed")

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,6 +255,7 @@ func newSilentPeer(t *testing.T) *silentPeer {
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, conn)
+			silentConnsHeld.Add(1)
 			p.mu.Unlock()
 		}
 	}()
@@ -262,11 +264,17 @@ func newSilentPeer(t *testing.T) *silentPeer {
 		p.mu.Lock()
 		for _, c := range p.conns {
 			c.Close()
+			silentConnsHeld.Add(-1)
 		}
 		p.mu.Unlock()
 	})
 	return p
 }
+
+// silentConnsHeld counts the connections every silent peer holds open: descriptors of
+// the test, not of a crawler (a crawler with a shared retry store may fetch a hash of an
+// earlier round from that round's peer).
+var silentConnsHeld atomic.Int64
 
 func (p *silentPeer) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 

@@ -49,28 +49,6 @@ func decodeTorrent(doc string, info []byte) (*Torrent, error) {
 	return t, nil
 }
 
-// Completion ends one gated round of a hash (docs/events.md).
-type Completion struct {
-	InfoHash string `json:"info_hash"`
-	// Outcome: "accepted", "fetch_failed", "delivery_rejected" or "cancelled".
-	Outcome string `json:"outcome"`
-	// Failure is the class of the last attempt for "fetch_failed" ("timeout",
-	// "connect_refused", ...); "" otherwise.
-	Failure  string `json:"failure"`
-	Attempts int    `json:"attempts"`
-	Peer     string `json:"peer"`
-	// JSON is the whole event envelope.
-	JSON json.RawMessage `json:"-"`
-}
-
-// Observation is a hash seen without a peer (docs/events.md).
-type Observation struct {
-	InfoHash string          `json:"info_hash"`
-	Source   string          `json:"source"`
-	Kind     string          `json:"kind"` // "get_peers" or "bep51_sample"
-	JSON     json.RawMessage `json:"-"`
-}
-
 // Stats is the runtime snapshot (docs/metrics.md); Raw holds the whole document, with
 // any field added later.
 type Stats struct {

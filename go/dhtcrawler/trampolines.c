@@ -19,6 +19,10 @@ static void completion(const char *json, void *user_data) {
     goDhtcEvent((uintptr_t)user_data, GOC_EVENT_COMPLETION, (char *)json);
 }
 
+static void retry(const char *json, void *user_data) {
+    goDhtcEvent((uintptr_t)user_data, GOC_EVENT_RETRY, (char *)json);
+}
+
 static void error_event(const char *json, void *user_data) {
     goDhtcEvent((uintptr_t)user_data, GOC_EVENT_ERROR, (char *)json);
 }
@@ -27,13 +31,14 @@ static void observation(const char *json, void *user_data) {
     goDhtcEvent((uintptr_t)user_data, GOC_EVENT_OBSERVATION, (char *)json);
 }
 
-int goc_register(dhtc_crawler *c, uintptr_t handle, int want_gate, int want_completion, int want_error,
-                 int want_observation, char **err) {
+int goc_register(dhtc_crawler *c, uintptr_t handle, int want_gate, int want_completion, int want_retry,
+                 int want_error, int want_observation, char **err) {
     void *user_data = (void *)handle;
     int status = dhtc_crawler_set_torrent_ack_callback(c, torrent, user_data);
     if (status == DHTC_OK && want_gate) status = dhtc_crawler_set_gate_callback(c, gate, user_data);
     if (status == DHTC_OK && want_completion)
         status = dhtc_crawler_set_completion_callback(c, completion, user_data);
+    if (status == DHTC_OK && want_retry) status = dhtc_crawler_set_retry_callback(c, retry, user_data);
     if (status == DHTC_OK && want_error) status = dhtc_crawler_set_error_callback(c, error_event, user_data);
     if (status == DHTC_OK && want_observation)
         status = dhtc_crawler_set_observation_callback(c, observation, user_data);

@@ -1,6 +1,7 @@
 // The C++ shim SWIG wraps for Java: an owning handle over dhtc_crawler with std::string in and
 // out, and a director class for the callbacks (a C function pointer cannot be a director).
-// It includes only dhtcrawler.h. Two rules live here rather than in Java:
+// It includes dhtcrawler.h and no other part of the library (nlohmann/json, header-only, writes
+// the one event it makes itself). Two rules live here rather than in Java:
 //  - the delivery thread attaches to the JVM once, as a daemon, and detaches when it exits;
 //  - nothing thrown by a Java callback (a java_exception by the time it reaches us: the
 //    director cleared the Java exception) goes back into the C library: it is reported
@@ -12,6 +13,10 @@
 
 #include <exception>
 #include <string>
+
+#ifndef SWIG
+#include <nlohmann/json.hpp>
+#endif
 
 #include "dhtcrawler.h"
 
@@ -160,31 +165,15 @@ enum callbacks : int {
 #ifndef SWIG
 namespace detail {
 
-inline std::string json_escape(const std::string& s) {
-    std::string out;
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (c < 0x20) {
-            static const char hex[] = "0123456789abcdef";
-            out += "\\u00";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += ch;
-        }
-    }
-    return out;
-}
-
 /// Reports a callback that threw through the Java error handler; if that throws too, the
 /// report is dropped (there is nobody left to tell).
 inline void report_throw(EventHandler* h, const char* which, const char* what) noexcept {
     try {
-        h->error(std::string(R"({"type":"error","schema":1,"message":")") + which + " callback threw: " +
-                 json_escape(what) + "\"}");
+        // The same envelope as the library's own error events (capi/src/crawler.cpp
+        // error_json): invalid UTF-8 in an exception message is replaced, not thrown.
+        const nlohmann::json event{
+            {"type", "error"}, {"schema", 1}, {"message", std::string(which) + " callback threw: " + what}};
+        h->error(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } catch (...) {
     }
 }

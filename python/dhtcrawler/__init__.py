@@ -9,14 +9,18 @@
 
         crawler.run()          # until crawler.shutdown() or Ctrl-C
 
+A torrent callback with ``ack=True`` answers with a bool or an ``Answer`` (ACCEPT, REJECT,
+or RETRY when it could not store the torrent now: it is fetched again).
+
 See also ``dhtcrawler.aio`` (an async iterator of torrents), ``dhtcrawler.sinks`` (SQLite
 and JSON lines) and the ``dhtcrawler`` command.
 """
 
 from . import _native
-from ._crawler import Crawler, default_options
-from ._errors import BindError, DhtcError, OptionsError, StateError, StoreError
-from ._types import Completion, Observation, Torrent, TorrentFile
+from ._crawler import CLOSE_TIMEOUT, Crawler, default_options
+from ._errors import BindError, CloseTimeoutError, DhtcError, OptionsError, StateError, StoreError
+from ._types import (Answer, Completion, Error, Event, GateRequest, Observation, Retry, Torrent, TorrentFile,
+                     TorrentRequest)
 
 __version__: str = _native.version()
 ABI_VERSION: int = _native.abi_version()
@@ -25,6 +29,8 @@ if ABI_VERSION != _native.ABI_VERSION:  # a library from another build next to t
     raise ImportError(f"libdhtcrawler ABI {ABI_VERSION} != the extension's {_native.ABI_VERSION}")
 
 __all__ = [
-    "Crawler", "default_options", "Torrent", "TorrentFile", "Completion", "Observation",
-    "DhtcError", "OptionsError", "BindError", "StateError", "StoreError", "__version__", "ABI_VERSION",
+    "Crawler", "default_options", "CLOSE_TIMEOUT", "Answer", "Torrent", "TorrentFile", "Completion", "Retry",
+    "Observation", "Error", "Event", "GateRequest", "TorrentRequest",
+    "DhtcError", "OptionsError", "BindError", "StateError", "StoreError", "CloseTimeoutError", "__version__",
+    "ABI_VERSION",
 ]

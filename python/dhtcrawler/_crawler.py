@@ -7,18 +7,18 @@ import json
 import logging
 import threading
 import weakref
-from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, TypeVar, Union
 
 from . import _native
-from ._errors import DhtcError, OptionsError, StateError, from_native
-from ._types import Completion, Observation, Torrent
+from ._errors import CloseTimeoutError, DhtcError, OptionsError, StateError, from_native
+from ._types import Answer, Completion, Event, GateRequest, Observation, Retry, Torrent, TorrentRequest, decode_event
 
 log = logging.getLogger("dhtcrawler")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# How long run() waits in one slice before letting Python look at its signals.
-_WAIT_SLICE_MS = 100
+# How long close() waits for a running callback by default, in seconds.
+CLOSE_TIMEOUT = 10.0
 
 # Crawlers still open at interpreter exit are closed before the interpreter goes away, so
 # the delivery thread never needs the GIL of a finalizing interpreter.
@@ -88,6 +88,9 @@ class Crawler:
         except _native.NativeError as e:
             raise from_native(e) from None
         self._error_fn: Optional[Callable[[str], Any]] = None
+        self._retry_fn: Optional[Callable[[Retry], Any]] = None
+        self._unknown_types: set = set()
+        self._polling = False
         self._started = False
         self._lock = threading.Lock()
         self.callback_errors = 0  # exceptions raised by this crawler's callbacks
@@ -105,8 +108,10 @@ class Crawler:
         return fn
 
     def on_torrent(self, fn: Optional[Callable[[Torrent], Any]] = None, *, ack: bool = False) -> Any:
-        """``fn(torrent)`` for every verified torrent. With ``ack=True`` the return value
-        accepts (truthy) or rejects the torrent. Usable as a decorator, with or without
+        """``fn(torrent)`` for every verified torrent. With ``ack=True`` the return value is
+        the answer: an :class:`Answer`, or a bool (True: ACCEPT; False or None: REJECT);
+        return ``Answer.RETRY`` when the torrent could not be stored now (it is fetched
+        again). A raised exception rejects. Usable as a decorator, with or without
         arguments: ``@crawler.on_torrent`` or ``@crawler.on_torrent(ack=True)``."""
         if fn is None and not ack:
             self._call(self._native.set_torrent, None, False)
@@ -114,18 +119,45 @@ class Crawler:
         if fn is None:
             return lambda f: self.on_torrent(f, ack=ack)
 
-        def deliver(text: str, info: bytes) -> bool:
+        def deliver(text: str, info: bytes) -> int:
             result = fn(Torrent.from_json(text, info))
-            return bool(result) if ack else True
+            return int(Answer.of(result)) if ack else int(Answer.ACCEPT)
 
-        self._call(self._native.set_torrent, self._guard("torrent", fn, deliver, False), ack)
+        self._call(self._native.set_torrent, self._guard("torrent", fn, deliver, int(Answer.REJECT)), ack)
         return fn
 
     def on_completion(self, fn: Optional[Callable[[Completion], Any]]) -> Any:
-        """``fn(completion)`` once per gated round."""
-        wrapped = None if fn is None else self._guard(
-            "completion", fn, lambda text: fn(Completion.from_json(text)), None)
-        self._call(self._native.set_completion, wrapped)
+        """``fn(completion)`` once per gated round (outcome accepted, fetch_failed,
+        delivery_rejected, sink_failed or cancelled)."""
+        if fn is None:
+            self._call(self._native.set_completion, None)
+            return fn
+        crawler_ref = weakref.ref(self)
+
+        def deliver(text: str) -> None:
+            doc = json.loads(text)
+            kind = doc.get("type", "completion")
+            if kind == "completion":
+                fn(Completion.from_doc(doc))
+                return
+            crawler = crawler_ref()
+            if crawler is None:
+                return
+            if kind == "retry":  # a library from before the retry callback sent them here
+                if crawler._retry_fn is not None:
+                    crawler._retry_fn(Retry.from_doc(doc))
+            else:
+                crawler._ignore_unknown(kind)
+
+        self._call(self._native.set_completion, self._guard("completion", fn, deliver, None))
+        return fn
+
+    def on_retry(self, fn: Optional[Callable[[Retry], Any]]) -> Any:
+        """``fn(retry)`` after the retry store committed what it made of a round (only with a
+        retry store): ``dormant`` with its ``next_retry_at``, or ``done``."""
+        self._retry_fn = fn
+        wrapped = None if fn is None else self._guard("retry", fn, lambda text: fn(Retry.from_json(text)), None)
+        self._call(self._native.set_retry, wrapped)
         return fn
 
     def on_observation(self, fn: Optional[Callable[[Observation], Any]]) -> Any:
@@ -161,6 +193,74 @@ class Crawler:
 
         return guarded
 
+    def _ignore_unknown(self, kind: Any) -> None:
+        # The library may add event types: they are skipped, said once per type.
+        if kind not in self._unknown_types:
+            self._unknown_types.add(kind)
+            log.warning("ignoring events of type %r, which this version of the package does not know", kind)
+
+    # ---- polling ---------------------------------------------------------------------------
+
+    def enable_polling(self) -> None:
+        """Switches event delivery to :meth:`poll` (before start): callbacks are then not
+        used. Every event type is polled; gate and torrent requests are answered with
+        :meth:`answer`."""
+        self._call(self._native.enable_polling)
+        self._polling = True
+
+    def poll(self, timeout: Optional[float] = None) -> Optional[Event]:
+        """The next event (any thread), waiting at most ``timeout`` seconds (None: no limit):
+        a :class:`GateRequest`, :class:`TorrentRequest`, :class:`Completion`, :class:`Retry`,
+        :class:`Observation` or :class:`Error`. None when the time ran out. Events of a type
+        this package does not know are skipped (one ``dhtcrawler`` log line per type). Once
+        the crawler is shut down and every event was taken it raises :class:`StateError`."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        while True:
+            got = self._call(self._native.poll, ms)
+            if got is None:
+                return None
+            text, info = got
+            try:
+                event = decode_event(text, info)
+            except Exception as e:  # noqa: BLE001 - a malformed event never reaches the user
+                log.error("could not decode a polled event (%s: %s): %.200s", type(e).__name__, e, text)
+                event = None
+                try:
+                    doc = json.loads(text)
+                    if doc.get("type") == "torrent" and "id" in doc:
+                        self.answer(int(doc["id"]), Answer.RETRY)  # not taken: fetched again
+                except Exception:  # noqa: BLE001
+                    pass
+                continue
+            if event is None:
+                try:
+                    kind = json.loads(text).get("type")
+                except Exception:  # noqa: BLE001
+                    kind = None
+                self._ignore_unknown(kind)
+                continue
+            return event
+
+    def events(self, timeout: Optional[float] = None) -> Iterator[Event]:
+        """``for event in crawler.events(): ...``: :meth:`poll` until the crawler is shut
+        down and drained (or ``timeout`` seconds pass without an event)."""
+        while True:
+            try:
+                event = self.poll(timeout)
+            except StateError:
+                return
+            if event is None:
+                return
+            yield event
+
+    def answer(self, event_id: Union[int, GateRequest, TorrentRequest], answer: Union[Answer, bool]) -> bool:
+        """Answers a polled gate (True: fetch) or torrent (an :class:`Answer`, or a bool)
+        request, by its id or the request itself. False when it was answered already or its
+        time ran out."""
+        if not isinstance(event_id, int):
+            event_id = event_id.id
+        return bool(self._call(self._native.answer, event_id, int(Answer.of(answer))))
+
     def _report_exception(self, what: str, name: str, e: BaseException) -> None:
         self.callback_errors += 1
         message = f"{what} callback {name} raised {type(e).__name__}: {e}"
@@ -189,8 +289,10 @@ class Crawler:
 
     def run(self) -> None:
         """Starts (if needed) and blocks until :meth:`shutdown`. The GIL is released while it
-        waits, in slices, so signal handlers run and Ctrl-C works: a KeyboardInterrupt shuts
-        the crawler down and propagates."""
+        waits, and signal handlers run every few milliseconds: Ctrl-C raises
+        KeyboardInterrupt at once, also while a callback is running (it finishes on its own
+        thread). The crawler is then shut down (without waiting for anything) and the
+        exception propagates; :meth:`close` waits for the callback."""
         try:
             # A Ctrl-C that lands while the native start runs is raised as it returns: it
             # must shut the crawler down too.
@@ -201,35 +303,42 @@ class Crawler:
                     if self.wait(0):  # shut down before it ran: nothing to wait for
                         return
                     raise
-            while not self.wait(_WAIT_SLICE_MS / 1000.0):
-                pass
+            self.wait()
         except BaseException:
-            self.shutdown()
+            self.shutdown()  # never blocks
             raise
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Waits until the crawler has been shut down, at most ``timeout`` seconds (None: no
-        limit, in slices). True once shut down."""
-        if timeout is None:
-            while not self._call(self._native.wait, _WAIT_SLICE_MS):
-                pass
-            return True
-        return bool(self._call(self._native.wait, max(0, int(timeout * 1000))))
+        """Waits until the crawler has been shut down (or closed), at most ``timeout``
+        seconds (None: no limit); signal handlers run meanwhile. True once shut down."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        return bool(self._call(self._native.wait, ms))
 
     def shutdown(self) -> None:
-        """Stops crawling and fetching. Any thread, also inside a callback; idempotent."""
+        """Stops crawling and fetching and returns at once (it waits for nothing). Any thread,
+        also inside a callback or a signal handler, any number of times; idempotent."""
         self._call(self._native.shutdown)
 
-    def close(self) -> None:
-        """Shuts down and frees the crawler; afterwards no callback runs. From inside a
-        callback it only shuts down (the library cannot free itself from its own thread):
-        the crawler is freed when the object is dropped or closed again elsewhere."""
+    def close(self, timeout: Optional[float] = CLOSE_TIMEOUT) -> None:
+        """Shuts down and frees the crawler; afterwards no callback runs and nothing of the
+        library runs. A callback that is running is waited for, at most ``timeout`` seconds
+        (default 10; None: no limit): when it is still running then, :class:`CloseTimeoutError`
+        (a :class:`StateError` and a ``TimeoutError``) is raised and the crawler is left shut
+        down but not freed; call ``close()`` again later, or drop the object (it is then
+        freed once the callback returns). Two closes at once are one. From inside a callback
+        it only shuts down (the library cannot free itself from its own thread): the crawler
+        is freed when the object is dropped or closed again elsewhere."""
         if self._native.closed:
+            _open_crawlers.discard(self)
             return
         if _native.in_callback():
             self.shutdown()
             return
-        self._call(self._native.destroy)
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        if not self._call(self._native.destroy, ms):
+            raise CloseTimeoutError(_native.ERR_TIMEOUT, _native.status_name(_native.ERR_TIMEOUT),
+                                    f"a callback is still running after {timeout} s: the crawler is "
+                                    "shut down but not freed; close it again later")
         _open_crawlers.discard(self)
 
     @property
@@ -242,13 +351,8 @@ class Crawler:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        native = getattr(self, "_native", None)
-        if native is not None and not native.closed and not _native.in_callback():
-            try:
-                native.destroy()
-            except Exception:  # noqa: BLE001 - nothing to report to at collection time
-                pass
+    # Dropped without close(): the extension frees the crawler as the object goes, or, when
+    # a callback is running then, on a thread of its own once the callback returned.
 
     # ---- observation ---------------------------------------------------------------------
 
@@ -279,4 +383,5 @@ class Crawler:
             raise from_native(e) from None
 
 
-__all__ = ["Crawler", "default_options", "DhtcError", "OptionsError", "StateError"]
+__all__ = ["Crawler", "default_options", "DhtcError", "OptionsError", "StateError", "CloseTimeoutError",
+           "CLOSE_TIMEOUT"]

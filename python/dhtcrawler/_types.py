@@ -1,11 +1,39 @@
-"""Typed views of what the crawler delivers: torrents, completions, observations."""
+"""Typed views of what the crawler delivers: torrents, completions, retries, observations,
+and the events of the polling API."""
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
+
+from . import _native
+
+
+class Answer(enum.IntEnum):
+    """The three answers to a torrent (a torrent callback with ``ack=True`` returns one, or
+    a bool; :meth:`Crawler.answer` takes one).
+
+    ``ACCEPT``: every sink holds it, the hash is done. ``REJECT``: not wanted, the hash is
+    done. ``RETRY``: wanted but it could not be stored now (a sink failed): the round
+    completes ``sink_failed`` and the hash is fetched again (on the retry store's short
+    schedule, or at its next announce without a store)."""
+
+    REJECT = _native.ANSWER_REJECT
+    ACCEPT = _native.ANSWER_ACCEPT
+    RETRY = _native.ANSWER_RETRY
+
+    @classmethod
+    def of(cls, result: Any) -> "Answer":
+        """A callback's return as an answer: an Answer (or its int value) as is, else truthy
+        accepts and falsy (False, None) rejects."""
+        if isinstance(result, Answer):
+            return result
+        if type(result) is int and result in (cls.REJECT, cls.ACCEPT, cls.RETRY):
+            return cls(result)
+        return cls.ACCEPT if result else cls.REJECT
 
 
 @dataclass(frozen=True)
@@ -47,7 +75,10 @@ class Torrent:
 
     @classmethod
     def from_json(cls, text: str, info: bytes = b"") -> "Torrent":
-        doc = json.loads(text)
+        return cls.from_doc(json.loads(text), text, info)
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any], text: str = "", info: bytes = b"") -> "Torrent":
         return cls(
             info_hash=doc["info_hash"],
             info_hash_v1=doc.get("info_hash_v1"),
@@ -93,19 +124,60 @@ class Torrent:
 
 @dataclass(frozen=True)
 class Completion:
-    """One per gated round: ``outcome`` is accepted, fetch_failed, delivery_rejected or cancelled."""
+    """One per gated round: ``outcome`` is accepted, fetch_failed, delivery_rejected,
+    sink_failed (answered :attr:`Answer.RETRY`: fetched again later) or cancelled; outcomes
+    a later library adds come through as they are. ``round``: with a retry store, the failed
+    rounds before this one."""
 
     info_hash: str
     outcome: str
     failure: Optional[str]
     attempts: int
     peer: Optional[str]
+    round: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    _KNOWN = frozenset(("type", "schema", "info_hash", "outcome", "failure", "attempts", "peer", "round"))
 
     @classmethod
     def from_json(cls, text: str) -> "Completion":
-        doc = json.loads(text)
-        return cls(doc["info_hash"], doc["outcome"], doc.get("failure"), int(doc.get("attempts", 0)),
-                   doc.get("peer"))
+        """Never raises on a completion the library sends (unknown fields go to ``extra``)."""
+        return cls.from_doc(_loads(text))
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any]) -> "Completion":
+        return cls(str(doc.get("info_hash", "")), str(doc.get("outcome", "")), doc.get("failure"),
+                   _int(doc.get("attempts")), doc.get("peer"), _int(doc.get("round")),
+                   {k: v for k, v in doc.items() if k not in cls._KNOWN})
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What the retry store made of a round, after it committed it (only with a retry store):
+    ``state`` ``dormant`` (the round failed: ``failure`` names the class, the hash is due
+    again at ``next_retry_at``) or ``done`` (never fetched again). ``attempts``: failed
+    rounds so far."""
+
+    info_hash: str
+    state: str
+    attempts: int
+    failure: Optional[str]
+    next_retry_at: Optional[datetime]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    _KNOWN = frozenset(("type", "schema", "info_hash", "state", "attempts", "failure", "next_retry_at"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Retry":
+        return cls.from_doc(_loads(text))
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any]) -> "Retry":
+        at = doc.get("next_retry_at")
+        return cls(str(doc.get("info_hash", "")), str(doc.get("state", "")), _int(doc.get("attempts")),
+                   doc.get("failure"),
+                   datetime.fromtimestamp(at, timezone.utc) if isinstance(at, (int, float)) else None,
+                   {k: v for k, v in doc.items() if k not in cls._KNOWN})
 
 
 @dataclass(frozen=True)
@@ -118,8 +190,79 @@ class Observation:
 
     @classmethod
     def from_json(cls, text: str) -> "Observation":
+        return cls.from_doc(_loads(text))
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any]) -> "Observation":
+        return cls(str(doc.get("info_hash", "")), doc.get("source", ""), doc.get("kind", ""))
+
+
+# ---- polled events (Crawler.poll) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class GateRequest:
+    """A polled gate: answer ``crawler.answer(id, True)`` to fetch the hash, False to skip it
+    (unanswered: ``metadata.gate_default`` after ``metadata.gate_timeout_millis``)."""
+
+    id: int
+    info_hash: str
+
+
+@dataclass(frozen=True)
+class TorrentRequest:
+    """A polled torrent: answer ``crawler.answer(id, Answer.ACCEPT | REJECT | RETRY)``
+    (unanswered: RETRY after ``metadata.gate_timeout_millis``)."""
+
+    id: int
+    torrent: Torrent
+
+
+@dataclass(frozen=True)
+class Error:
+    """A runtime error of the library (polled)."""
+
+    message: str
+
+
+Event = Union[GateRequest, TorrentRequest, Completion, Retry, Observation, Error]
+
+
+def decode_event(text: str, info: Optional[bytes] = None) -> Optional[Event]:
+    """A polled event envelope as its typed event; None for a type this package does not know
+    (the library may add types) or a document that is not an event."""
+    doc = _loads(text)
+    kind = doc.get("type")
+    if kind == "completion":
+        return Completion.from_doc(doc)
+    if kind == "retry":
+        return Retry.from_doc(doc)
+    if kind == "observation":
+        return Observation.from_doc(doc)
+    if kind == "error":
+        return Error(str(doc.get("message", "")))
+    if kind == "gate" and "id" in doc:
+        return GateRequest(int(doc["id"]), str(doc.get("info_hash", "")))
+    if kind == "torrent" and "id" in doc and isinstance(doc.get("torrent"), dict):
+        inner = doc["torrent"]
+        return TorrentRequest(int(doc["id"]),
+                              Torrent.from_doc(inner, json.dumps(inner, separators=(",", ":"), ensure_ascii=False),
+                                               info or b""))
+    return None
+
+
+def _loads(text: str) -> Dict[str, Any]:
+    try:
         doc = json.loads(text)
-        return cls(doc["info_hash"], doc.get("source", ""), doc.get("kind", ""))
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _parse_time(text: Optional[str]) -> Optional[datetime]:

@@ -5,9 +5,9 @@
             await save(torrent)
 
 Torrents travel from the delivery thread to the event loop through a bounded buffer. When
-the buffer is full the torrent is rejected (the library then treats it as not delivered and
-may fetch it again later) and counted in ``dropped``: a slow consumer slows nobody down and
-exhausts no memory.
+the buffer is full the torrent is answered ``Answer.RETRY`` (not taken: the library fetches
+it again later) and counted in ``dropped``: a slow consumer slows nobody down and exhausts
+no memory.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 from typing import Any, AsyncIterator, Mapping, Optional
 
 from ._crawler import Crawler
-from ._types import Torrent
+from ._types import Answer, Torrent
 
 
 class AsyncCrawler:
@@ -36,12 +36,12 @@ class AsyncCrawler:
         self._queue: "Optional[asyncio.Queue[Optional[Torrent]]]" = None  # made on the loop
         self.crawler.on_torrent(self._deliver, ack=True)
 
-    def _deliver(self, torrent: Torrent) -> bool:
+    def _deliver(self, torrent: Torrent) -> Answer:
         # Runs on the delivery thread: reserve a slot, then hand over to the loop.
         with self._count_lock:
             if self._in_buffer >= self._capacity or self._loop is None:
                 self.dropped += 1
-                return False
+                return Answer.RETRY
             self._in_buffer += 1
         assert self._queue is not None
         try:
@@ -50,8 +50,8 @@ class AsyncCrawler:
             with self._count_lock:
                 self._in_buffer -= 1
                 self.dropped += 1
-            return False
-        return True
+            return Answer.RETRY
+        return Answer.ACCEPT
 
     async def start(self) -> "AsyncCrawler":
         self._queue = asyncio.Queue()

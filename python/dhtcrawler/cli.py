@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import __version__
 from ._crawler import Crawler, default_options
 from ._errors import DhtcError, OptionsError, StoreError
-from ._types import Torrent
+from ._types import Answer, Torrent
 from .sinks import JsonlSink, PostgresSink, SqliteSink
 from .status import StatusLine
 
@@ -117,26 +117,44 @@ class _Store:
     """The CLI's torrent callback: a torrent is accepted only once every sink holds it.
     One the database holds already (a fleet's other crawler stored it, maybe under a
     hybrid's other key) is acknowledged but not written out again: each torrent reaches
-    the JSON lines once per database."""
+    the JSON lines once per database.
+
+    Acceptance means durable: when a sink fails (disk full, database locked, PostgreSQL
+    down) the torrent is answered RETRY, not counted, and said so in one line; the library
+    fetches it again (on the retry store's short schedule, or at its next announce). A
+    torrent the database took but the JSON lines did not is written out when it comes back."""
 
     def __init__(self, db: Optional[Any], jsonl: Optional[JsonlSink],
-                 show: Optional[Callable[[Torrent], None]] = None) -> None:
+                 show: Optional[Callable[[Torrent], None]] = None,
+                 report: Optional[Callable[[str], None]] = None) -> None:
         self.db, self.jsonl, self.show = db, jsonl, show
+        self.report = report or _error_printer(None)
         self.accepted = 0
         self.seen_again = 0
+        self.sink_failures = 0
+        self._not_written: set = set()  # in the database, not yet in the JSON lines
         self._lock = threading.Lock()
 
-    def __call__(self, torrent: Torrent) -> bool:
-        with self._lock:
-            if self.db is not None and not self.db.add(torrent):
-                self.seen_again += 1
-                return True
-            if self.jsonl is not None:
-                self.jsonl.add(torrent)
-            self.accepted += 1
+    def __call__(self, torrent: Torrent) -> Answer:
+        try:
+            with self._lock:
+                new = self.db is None or self.db.add(torrent)
+                if not new and torrent.info_hash not in self._not_written:
+                    self.seen_again += 1
+                    return Answer.ACCEPT
+                if self.jsonl is not None:
+                    self._not_written.add(torrent.info_hash)
+                    self.jsonl.add(torrent)
+                self._not_written.discard(torrent.info_hash)
+                self.accepted += 1
+        except Exception as e:  # noqa: BLE001 - any sink failure: not stored, fetched again
+            self.sink_failures += 1
+            self.report(f"could not store {torrent.info_hash} ({type(e).__name__}: {e}); "
+                        "it will be fetched again")
+            return Answer.RETRY
         if self.show is not None:
             self.show(torrent)
-        return True
+        return Answer.ACCEPT
 
     def close(self) -> None:
         for sink in (self.jsonl, self.db):
@@ -246,7 +264,8 @@ def run_crawl(args: argparse.Namespace) -> int:
         metrics = _serve_metrics(args.metrics, crawler)
         if not args.quiet:
             status = StatusLine(crawler, lambda: store.accepted)
-        crawler.on_error(_error_printer(status))
+        store.report = _error_printer(status)
+        crawler.on_error(store.report)
         stopper = _Stopper(crawler, args.duration)
         stopper.install()
         try:
@@ -261,13 +280,17 @@ def run_crawl(args: argparse.Namespace) -> int:
                 status.start()
             stopper.wait()
         finally:
-            crawler.close()  # no torrent callback after this: the sinks can close
+            # No torrent callback after this: the sinks can close. A torrent being stored is
+            # waited for, however long it takes (acceptance means durable).
+            crawler.close(timeout=None)
             stopper.restore()
         if not args.quiet:
             if status is not None:
                 status.stop()
                 status = None
             again = f" ({store.seen_again} stored already)" if store.seen_again else ""
+            if store.sink_failures:
+                again += f" ({store.sink_failures} could not be stored, to be fetched again)"
             print(f"dhtcrawler: stopped ({stopper.reason or 'shutdown'}): {store.accepted} torrents "
                   f"accepted{again}, {db.count()} in {db.path}", file=sys.stderr, flush=True)
         return EXIT_OK
@@ -276,7 +299,7 @@ def run_crawl(args: argparse.Namespace) -> int:
             status.stop()
         if metrics is not None:
             metrics.close()
-        crawler.close()
+        crawler.close(timeout=None)
         for sink in (jsonl, db):
             if sink is not None:
                 sink.close()
@@ -325,7 +348,7 @@ def run_demo(args: argparse.Namespace) -> int:
                   file=readable, flush=True)
             stopper.wait(until_done=lambda: store.accepted >= args.torrents)
         finally:
-            crawler.close()
+            crawler.close(timeout=None)
             stopper.restore()
             store.close()
     print(f"demo: {store.accepted} of {args.torrents} torrents fetched and verified in "

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import sys
 import threading
 from datetime import datetime, timezone
-from typing import IO, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, List, Optional, Sequence, Tuple
 
 from ._types import Torrent
 
@@ -28,9 +29,12 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 COMPONENT = "torrents"
 
+# (description, statements) per version; see apply_migrations().
+Migrations = Sequence[Tuple[str, Sequence[str]]]
+
 # Forward migrations of this component, in order: entry i brings the schema to version i+1.
 # Never edit a released entry; append a new one.
-MIGRATIONS: Sequence[Tuple[str, Sequence[str]]] = (
+MIGRATIONS: Migrations = (
     ("torrents, their files and every hash that names them", (
         """CREATE TABLE torrents (
             info_hash     TEXT PRIMARY KEY,      -- the DHT key it was first delivered under
@@ -72,29 +76,46 @@ class SchemaError(RuntimeError):
     """The database was written by a newer version of this package."""
 
 
+def apply_migrations(run: Callable[[str, Sequence[Any]], Sequence[Tuple[Any, ...]]],
+                     migrations: Migrations, *, param: Callable[[int], str],
+                     begin: str = "BEGIN", lock: Optional[Tuple[str, Sequence[Any]]] = None,
+                     component: str = COMPONENT) -> int:
+    """Brings ``component``'s tables to version ``len(migrations)`` in one transaction,
+    recording it in schema_migrations, and returns the version found before.
+
+    The one migration path of both sinks (the C++ retry store has its twin in
+    core/retry/migrations.cpp). What differs between the databases is passed in: ``run``
+    executes one statement with parameters and returns its rows; ``param(n)`` spells the
+    n-th placeholder (``?`` or ``$n``); ``begin`` opens the transaction; ``lock``, when
+    given, is run first inside it (PostgreSQL's advisory schema lock)."""
+    target = len(migrations)
+    run(begin, ())
+    try:
+        if lock is not None:
+            run(*lock)
+        run(SCHEMA_MIGRATIONS_DDL, ())
+        rows = run(f"SELECT version FROM schema_migrations WHERE component = {param(1)}", (component,))
+        found = int(rows[0][0]) if rows else 0
+        if found > target:
+            raise SchemaError(f"the database's {component} schema is version {found}; "
+                              f"this dhtcrawler knows up to {target}")
+        for _description, statements in migrations[found:]:
+            for statement in statements:
+                run(statement, ())
+        run(f"INSERT INTO schema_migrations(component, version) VALUES ({param(1)}, {param(2)}) "
+            "ON CONFLICT (component) DO UPDATE SET version = excluded.version", (component, target))
+        run("COMMIT", ())
+        return found
+    except BaseException:
+        run("ROLLBACK", ())
+        raise
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Brings the ``torrents`` component's tables to SCHEMA_VERSION in one transaction and
     returns the version found before. The connection must be in autocommit mode."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(SCHEMA_MIGRATIONS_DDL)
-        row = conn.execute("SELECT version FROM schema_migrations WHERE component = ?", (COMPONENT,)).fetchone()
-        found = int(row[0]) if row else 0
-        if found > SCHEMA_VERSION:
-            raise SchemaError(f"the database's {COMPONENT} schema is version {found}; "
-                              f"this dhtcrawler knows up to {SCHEMA_VERSION}")
-        for _description, statements in MIGRATIONS[found:]:
-            for statement in statements:
-                conn.execute(statement)
-        conn.execute(
-            "INSERT INTO schema_migrations(component, version) VALUES (?, ?) "
-            "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
-            (COMPONENT, SCHEMA_VERSION))
-        conn.execute("COMMIT")
-        return found
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    return apply_migrations(lambda sql, params: conn.execute(sql, tuple(params)).fetchall(), MIGRATIONS,
+                            param=lambda _n: "?", begin="BEGIN IMMEDIATE")
 
 
 def _utc_now() -> str:
@@ -190,7 +211,7 @@ class SqliteSink:
 # changes take (the retry store's too), and a torrent is written under a lock on its
 # identity, so two crawlers storing the same torrent at once still make one row.
 PG_SCHEMA_LOCK = 7305042
-PG_MIGRATIONS: Sequence[Tuple[str, Sequence[str]]] = (
+PG_MIGRATIONS: Migrations = (
     ("torrents, their files and every hash that names them", (
         """CREATE TABLE torrents (
             info_hash     TEXT PRIMARY KEY,
@@ -246,27 +267,8 @@ class PostgresSink:
         self.updated = 0
 
     def _migrate(self) -> int:
-        c = self._conn
-        c.execute("BEGIN")
-        try:
-            c.execute("SELECT pg_advisory_xact_lock($1)", (PG_SCHEMA_LOCK,))
-            c.execute(SCHEMA_MIGRATIONS_DDL)
-            rows = c.execute("SELECT version FROM schema_migrations WHERE component = $1", (COMPONENT,))
-            found = int(rows[0][0]) if rows else 0
-            if found > len(PG_MIGRATIONS):
-                raise SchemaError(f"the database's {COMPONENT} schema is version {found}; "
-                                  f"this dhtcrawler knows up to {len(PG_MIGRATIONS)}")
-            for _description, statements in PG_MIGRATIONS[found:]:
-                for statement in statements:
-                    c.execute(statement)
-            c.execute("INSERT INTO schema_migrations(component, version) VALUES ($1, $2) "
-                      "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
-                      (COMPONENT, len(PG_MIGRATIONS)))
-            c.execute("COMMIT")
-            return found
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+        return apply_migrations(self._conn.execute, PG_MIGRATIONS, param=lambda n: f"${n}",
+                                lock=("SELECT pg_advisory_xact_lock($1)", (PG_SCHEMA_LOCK,)))
 
     def add(self, torrent: Torrent) -> bool:
         """Stores one torrent in its own transaction. True when it was new."""
@@ -340,32 +342,50 @@ class PostgresSink:
 
 class JsonlSink:
     """Writes each torrent's JSON form (with ``peer`` and ``discovered_at``) as one line,
-    flushed per line. ``"-"`` is standard output; a file is appended to."""
+    flushed per line. ``"-"`` is standard output; a file is appended to, unbuffered, and a
+    line that could not be written whole (disk full) is cut off again, so the file never
+    holds a torn line of a torrent that was not stored."""
 
     def __init__(self, target: str) -> None:
         self.target = target
         self._lock = threading.Lock()
-        self._owned: Optional[IO[str]] = None
-        if target == "-":
-            self._stream: IO[str] = sys.stdout
-        else:
-            self._owned = open(target, "a", encoding="utf-8")
-            self._stream = self._owned
+        self._owned: Optional[IO[bytes]] = None
+        self._stream: IO[str] = sys.stdout
+        if target != "-":
+            self._owned = open(target, "ab", buffering=0)
         self.written = 0
 
     def add(self, torrent: Torrent) -> None:
         # The library's text is already one compact line; anything else is re-encoded.
         line = torrent.json if torrent.json and "\n" not in torrent.json else _dumps(torrent)
         with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            if self._owned is None:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            else:
+                self._append((line + "\n").encode("utf-8"))
             self.written += 1
+
+    def _append(self, data: bytes) -> None:
+        assert self._owned is not None
+        fd = self._owned.fileno()
+        size = os.fstat(fd).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            try:
+                os.ftruncate(fd, size)  # the part written, if any, goes again
+            except OSError:
+                pass  # not a regular file
+            raise
 
     def close(self) -> None:
         with self._lock:
             if self._owned is not None:
-                self._owned.flush()
-                os.fsync(self._owned.fileno())
+                if stat.S_ISREG(os.fstat(self._owned.fileno()).st_mode):
+                    os.fsync(self._owned.fileno())
                 self._owned.close()
                 self._owned = None
             else:

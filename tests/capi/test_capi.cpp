@@ -34,8 +34,13 @@ TEST_SUITE("capi") {
 
 TEST_CASE("version and ABI agree with the header") {
     CHECK(dhtc_abi_version() == DHTC_ABI_VERSION);
-    CHECK(std::string(dhtc_version()).size() >= 5);
+    CHECK(std::string(dhtc_version()) == DHTC_VERSION_STRING);
+    CHECK(std::to_string(DHTC_VERSION_MAJOR) + "." + std::to_string(DHTC_VERSION_MINOR) + "." +
+              std::to_string(DHTC_VERSION_PATCH) ==
+          DHTC_VERSION_STRING);
     CHECK(std::string(dhtc_status_name(DHTC_ERR_BIND)) == "DHTC_ERR_BIND");
+    CHECK(std::string(dhtc_status_name(DHTC_ERR_STORE)) == "DHTC_ERR_STORE");
+    CHECK(std::string(dhtc_status_name(1)) == "DHTC_ERR_UNKNOWN");
 }
 
 TEST_CASE("bad JSON and bad options return the right status and a message naming the key") {

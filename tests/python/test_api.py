@@ -356,14 +356,15 @@ def test_async_iterator_yields_torrents(metadata_peer, announcer):
     assert {t.info_hash for t in got} == {k.hex() for k in metadata_peer.infos}
 
 
-def test_async_buffer_full_rejects_and_counts(metadata_peer, announcer):
+def test_async_buffer_full_answers_retry_and_counts(metadata_peer, announcer):
     async def main():
         async with AsyncCrawler(loopback_options(), buffer=1) as crawler:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, announce_all, crawler.crawler, metadata_peer, announcer)
-            # Nobody reads: one torrent fits, the others are rejected and counted.
+            # Nobody reads: one torrent fits, the others are not taken (fetched again later)
+            # and counted.
             await loop.run_in_executor(None, wait_for, lambda: crawler.crawler.observability()["metadata"]
-                                       ["outcomes"]["delivery_rejected"] >= len(metadata_peer.infos) - 1, 20)
+                                       ["outcomes"]["sink_failed"] >= len(metadata_peer.infos) - 1, 20)
             first = await asyncio.wait_for(crawler.__aiter__().__anext__(), 5)
             return crawler.dropped, first
 

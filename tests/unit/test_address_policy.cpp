@@ -255,4 +255,73 @@ TEST_CASE("subnet keys: /24 for IPv4, /64 for IPv6, no cross-family collisions")
     CHECK(hashes.size() == 1000);
 }
 
+TEST_CASE("split_host_port: names, v4, bracketed v6, and every refusal") {
+    struct good_case {
+        const char* text;
+        const char* host;
+        std::uint16_t port;
+        bool bracketed;
+    };
+    const good_case good[] = {
+        {"router.example.com:6881", "router.example.com", 6881, false},
+        {"1.2.3.4:0", "1.2.3.4", 0, false},
+        {"a:65535", "a", 65535, false},
+        {"[2001:db8::1]:1", "2001:db8::1", 1, true},
+        {"[::ffff:1.2.3.4]:80", "::ffff:1.2.3.4", 80, true},
+        {"[not checked]:7", "not checked", 7, true},
+    };
+    for (const auto& c : good) {
+        CAPTURE(c.text);
+        const host_port hp = split_host_port(c.text);
+        REQUIRE(hp);
+        CHECK(hp.host == c.host);
+        CHECK(hp.port == c.port);
+        CHECK(hp.bracketed == c.bracketed);
+    }
+    struct bad_case {
+        const char* text;
+        host_port_error error;
+    };
+    const bad_case bad[] = {
+        {"", host_port_error::no_port},
+        {"host", host_port_error::no_port},
+        {"[::1]", host_port_error::no_port},
+        {"[::1]6881", host_port_error::no_port},
+        {"[::1:6881", host_port_error::unclosed_bracket},
+        {"::1:6881", host_port_error::unbracketed_colon},
+        {"2001:db8::1", host_port_error::unbracketed_colon},
+        {":6881", host_port_error::empty_host},
+        {"[]:6881", host_port_error::empty_host},
+        {"host:", host_port_error::bad_port},
+        {"host:65536", host_port_error::bad_port},
+        {"host:+80", host_port_error::bad_port},
+        {"host:-1", host_port_error::bad_port},
+        {"host:12a", host_port_error::bad_port},
+        {"host:000000080", host_port_error::bad_port},
+        {"[::1]:", host_port_error::bad_port},
+    };
+    for (const auto& c : bad) {
+        CAPTURE(c.text);
+        const host_port hp = split_host_port(c.text);
+        CHECK_FALSE(hp);
+        CHECK(hp.error == c.error);
+    }
+    // On an error the host read so far is kept, for the caller's message.
+    CHECK(split_host_port("[x]").host == "x");
+    CHECK(split_host_port("[x]").bracketed);
+}
+
+TEST_CASE("endpoint::parse: what to_string writes, IPv6 exactly when bracketed") {
+    for (const char* text : {"1.2.3.4:6881", "[2001:db8::1]:6881", "0.0.0.0:0", "[::]:65535"}) {
+        CAPTURE(text);
+        const auto e = endpoint::parse(text);
+        REQUIRE(e);
+        CHECK(e->to_string() == text);
+    }
+    for (const char* text : {"[1.2.3.4]:80", "::1:80", "host:80", "1.2.3.4", "1.2.3.4:65536", "[::1]:x", "1.2.3.4:0080x"}) {
+        CAPTURE(text);
+        CHECK_FALSE(endpoint::parse(text));
+    }
+}
+
 } // TEST_SUITE

@@ -129,6 +129,30 @@ TEST_CASE("matches a map model over random deliveries and lookups") {
     CHECK(f.evicted() == 0);
 }
 
+TEST_CASE("erase takes a hash back out, so the next announce fetches it again") {
+    manual_clock clk;
+    auto f = make_filter(4);
+    const auto t = clk.now();
+    CHECK_FALSE(f.erase(key(1)));
+    CHECK(f.insert(key(1), t));
+    CHECK(f.insert(key(2), t));
+    CHECK(f.erase(key(1)));
+    CHECK_FALSE(f.contains(key(1), t));
+    CHECK(f.contains(key(2), t));
+    CHECK(f.size() == 1);
+    CHECK_FALSE(f.erase(key(1)));
+    CHECK(f.insert(key(1), t + 1s)); // a new delivery, not a repeat
+    CHECK(f.contains(key(1), t + 1s));
+    // The erased slot is a dead placeholder: filling the ring evicts only live entries.
+    for (std::uint32_t i = 10; i < 13; ++i) CHECK(f.insert(key(i), t + 2s));
+    CHECK(f.size() == 4);
+    CHECK(f.evicted() == 1); // key(2), the oldest live one
+    CHECK_FALSE(f.contains(key(2), t + 2s));
+    CHECK(f.contains(key(1), t + 2s));
+    delivered_filter off = make_filter(0);
+    CHECK_FALSE(off.erase(key(1)));
+}
+
 TEST_CASE("defaults") {
     delivered_filter f;
     CHECK(f.enabled());

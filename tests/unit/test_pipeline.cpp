@@ -50,6 +50,8 @@ struct app {
     bool accept = true;
     bool gate_pass = true;
     bool throw_in_torrent = false;
+    int retry_first = 0;                  ///< this many torrents are answered retry (a sink failed)
+    std::chrono::milliseconds torrent_delay{0};
 
     api::event_handlers callbacks(bool with_torrent = true) {
         api::event_handlers cb;
@@ -59,12 +61,17 @@ struct app {
             return gate_pass;
         };
         if (with_torrent)
-            cb.torrent = api::yes_no([this](const api::delivery& d) {
+            cb.torrent = [this](const api::delivery& d) {
+                std::this_thread::sleep_for(torrent_delay);
                 std::lock_guard l(m);
                 if (throw_in_torrent) throw std::runtime_error("boom");
                 torrents.push_back(d);
-                return accept;
-            });
+                if (retry_first > 0) {
+                    --retry_first;
+                    return api::answer::retry;
+                }
+                return accept ? api::answer::accept : api::answer::reject;
+            };
         cb.completion = [this](const api::completion& c) {
             std::lock_guard l(m);
             completions.push_back(c);
@@ -83,7 +90,7 @@ struct app {
 
 struct rig {
     app a;
-    steady_clock_source clock;
+    manual_clock clock; ///< the pipeline's bookkeeping (filters, caches, queues) moves only when told
     api::event_delivery delivery{api::delivery_options{1024, 1024}};
     metadata::pipeline pipe;
 
@@ -105,9 +112,10 @@ struct rig {
         o.bind_v4 = ip_address::parse("127.0.0.1");
         return o;
     }
+    // Each offer is a millisecond after the last on the pipeline's clock, so "freshest" is defined.
     void offer(const id20& h, const endpoint& peer) {
-        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce,
-                                                          std::chrono::steady_clock::now()}));
+        clock.advance(std::chrono::milliseconds(1));
+        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce, clock.now()}));
     }
     // Waits (bounded) until `n` completions arrived.
     bool wait_completions(std::size_t n, std::chrono::seconds limit = 15s) {
@@ -318,6 +326,23 @@ TEST_CASE("a torrent delivered recently is not fetched again") {
     CHECK(peer.conversations().size() == 1);
 }
 
+TEST_CASE("once the delivered filter's period has passed on the pipeline's clock, a torrent is fetched again") {
+    test::fake_peer peer(fixture("v1_single"));
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.clock.advance(std::chrono::hours(23)); // within the day: still delivered
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    std::this_thread::sleep_for(100ms);
+    CHECK(r.a.completion_count() == 1);
+    r.clock.advance(std::chrono::hours(2)); // past it, without waiting a day
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    CHECK(r.a.torrents.size() == 2);
+    CHECK(peer.conversations().size() == 2);
+}
+
 TEST_CASE("a hybrid reached under both keys is delivered once") {
     test::fake_peer peer(fixture("hybrid_multi"));
     rig r;
@@ -330,6 +355,31 @@ TEST_CASE("a hybrid reached under both keys is delivered once") {
     CHECK(r.a.torrents[0].info.has_v1());
     CHECK(r.a.torrents[0].info.has_v2());
     CHECK(r.pipe.counters().already_delivered.load() == 1);
+}
+
+TEST_CASE("a hybrid answered retry under one key is not taken as delivered under the other") {
+    test::fake_peer peer(fixture("hybrid_multi"));
+    rig r;
+    r.a.retry_first = 1;
+    r.a.torrent_delay = 300ms; // the other key's round reaches the handover meanwhile
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    r.offer(peer.v2_key(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    {
+        std::lock_guard l(r.a.m);
+        REQUIRE(r.a.torrents.size() == 1);
+        for (const auto& c : r.a.completions) CHECK(c.result == api::outcome::sink_failed);
+        CHECK(r.a.errors.size() == 1); // without a store: "fetched again when it is next announced"
+    }
+    // Announced again: fetched and delivered once more, this time for good.
+    r.offer(peer.v2_key(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(3));
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    std::this_thread::sleep_for(300ms);
+    r.stop();
+    CHECK(r.a.torrents.size() == 2);
+    CHECK(r.a.completions[2].result == api::outcome::accepted);
+    CHECK(r.pipe.counters().sink_failures.load() == 1);
 }
 
 TEST_CASE("shutdown while fetching: every gated round completes exactly once, as cancelled") {

@@ -10,11 +10,15 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <sqlite3.h>
 
+#include "retry/migrations.hpp"
 #include "retry/postgres_store.hpp"
 #include "retry/sqlite_store.hpp"
 #include "retry/store.hpp"
@@ -398,6 +402,65 @@ TEST_CASE("sqlite schema: versioned under schema_migrations, reopened intact, ne
         CHECK(std::string(e.what()).find("newer") != std::string::npos);
     }
     remove_db(path);
+}
+
+TEST_CASE("apply_migrations: forward from the recorded version, one row per component, failures roll back") {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    std::vector<std::string> log;
+    migration_dialect d;
+    d.begin = "BEGIN IMMEDIATE";
+    d.database = "test database";
+    d.exec = [&](const std::string& sql) {
+        log.push_back(sql);
+        char* err = nullptr;
+        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+            const std::string why = err ? err : "?";
+            sqlite3_free(err);
+            throw store_error(why);
+        }
+    };
+    d.query_int = [&](const std::string& sql) -> std::optional<std::int64_t> {
+        sqlite3_stmt* st = nullptr;
+        REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+        std::optional<std::int64_t> v;
+        if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return v;
+    };
+    d.rollback = [&] { sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr); };
+    const auto version_of = [&](const char* component) {
+        return d.query_int(std::string("SELECT version FROM schema_migrations WHERE component = '") + component + "'");
+    };
+
+    const char* v1[] = {"CREATE TABLE a(x)"};
+    const char* other_v1[] = {"CREATE TABLE o(x)"};
+    const char* v3[] = {"CREATE TABLE a(x)", "ALTER TABLE a ADD COLUMN y; CREATE TABLE b(z)", "CREATE INDEX a_y ON a(y)"};
+    CHECK(apply_migrations(d, "demo", v1) == 0);
+    CHECK(version_of("demo") == 1);
+    CHECK(apply_migrations(d, "other", other_v1) == 0); // another component, its own row
+    CHECK(version_of("other") == 1);
+    log.clear();
+    CHECK(apply_migrations(d, "demo", v3) == 1); // only versions 2 and 3 run
+    CHECK(std::count(log.begin(), log.end(), std::string(v3[0])) == 0);
+    CHECK(std::count(log.begin(), log.end(), std::string(v3[1])) == 1);
+    CHECK(version_of("demo") == 3);
+    CHECK(apply_migrations(d, "demo", v3) == 3); // nothing left to run
+    CHECK(d.query_int("SELECT COUNT(*) FROM schema_migrations") == 2);
+
+    // A newer database is refused, naming it; a failing migration leaves the version alone.
+    try {
+        apply_migrations(d, "demo", v1);
+        FAIL("a newer schema was accepted");
+    } catch (const store_error& e) {
+        CHECK(std::string(e.what()) == "test database has demo schema version 3, newer than this build's 1");
+    }
+    const char* broken[] = {"CREATE TABLE o(x)", "CREATE TABLE c(x); NOT SQL"};
+    CHECK_THROWS_AS(apply_migrations(d, "other", broken), store_error);
+    CHECK(version_of("other") == 1);
+    CHECK(d.query_int("SELECT COUNT(*) FROM sqlite_master WHERE name = 'c'") == 0);
+    CHECK_THROWS_AS(apply_migrations(d, "no'quotes", v1), store_error);
+    sqlite3_close(db);
 }
 
 TEST_CASE("unusable stores fail with a clear message") {

@@ -1,0 +1,44 @@
+// Forward schema migrations recorded in the shared schema_migrations table: one row per
+// component (the retry store is "retry", the Python torrent sinks "torrents"), holding the
+// version its tables are at. The one implementation behind the SQLite and PostgreSQL stores;
+// what differs between the databases is passed in.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace dhtc::retry {
+
+/// One database connection as apply_migrations() needs it.
+struct migration_dialect {
+    /// Opens the transaction the migration runs in: "BEGIN IMMEDIATE" for SQLite (takes the
+    /// write lock at once), "BEGIN" for PostgreSQL.
+    std::string begin;
+    /// Run first inside the transaction, when not empty: PostgreSQL's advisory lock, so
+    /// crawlers starting together migrate once.
+    std::string lock;
+    /// Names the database in the refusal of a newer schema ("SQLite database x.db").
+    std::string database;
+    /// Runs one or more statements; throws store_error.
+    std::function<void(const std::string& sql)> exec;
+    /// The first column of the first row of a query as an integer, or nothing when it
+    /// returns no row; throws store_error.
+    std::function<std::optional<std::int64_t>(const std::string& sql)> query_int;
+    /// Rolls the transaction back; must not throw.
+    std::function<void()> rollback;
+};
+
+/// Brings `component` (letters, digits and '_') to version migrations.size() in one
+/// transaction: creates schema_migrations when missing, runs migrations[found..] in order
+/// (entry i brings the schema to version i + 1; each may hold several statements), and
+/// records the new version. Returns the version found before. Throws store_error (after a
+/// rollback) on any failure, and when the database is at a version newer than this build
+/// knows.
+std::int64_t apply_migrations(const migration_dialect& d, std::string_view component,
+                              std::span<const char* const> migrations);
+
+} // namespace dhtc::retry

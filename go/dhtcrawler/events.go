@@ -1,0 +1,193 @@
+package dhtcrawler
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"time"
+)
+
+// Answer is what the application made of a torrent (dhtc_answer), returned by the
+// WithAnswer function or given to Crawler.Answer; for a polled gate, AnswerAccept fetches
+// the hash and AnswerReject skips it.
+type Answer int
+
+const (
+	// AnswerReject: not wanted. The round completes "delivery_rejected"; the hash is done.
+	AnswerReject = Answer(answerReject)
+	// AnswerAccept: stored. The round completes "accepted"; the hash is done.
+	AnswerAccept = Answer(answerAccept)
+	// AnswerRetry: wanted, but it could not be stored now (a sink failed). The round
+	// completes "sink_failed", the hash is not recorded done and is fetched again (on the
+	// retry store's short schedule, or at its next announce without a store).
+	AnswerRetry = Answer(answerRetry)
+)
+
+func (a Answer) String() string {
+	switch a {
+	case AnswerReject:
+		return "reject"
+	case AnswerAccept:
+		return "accept"
+	case AnswerRetry:
+		return "retry"
+	}
+	return fmt.Sprintf("Answer(%d)", int(a))
+}
+
+// Event is one polled event (Crawler.Poll): a Gate, a *TorrentEvent, a Completion, a
+// Retry, an ErrorEvent or an Observation. Switch on its type.
+type Event interface {
+	// Type is the event's "type" ("gate", "torrent", "completion", "retry", "error",
+	// "observation").
+	Type() string
+}
+
+// Gate asks whether a hash should be fetched (polling only). Answer it with
+// Crawler.Answer(g.ID, AnswerAccept) or AnswerReject; unanswered, it takes
+// metadata.gate_default after metadata.gate_timeout_millis.
+type Gate struct {
+	ID       uint64          `json:"id"`
+	InfoHash string          `json:"info_hash"`
+	JSON     json.RawMessage `json:"-"`
+}
+
+// TorrentEvent is a verified torrent (polling only). Answer it with Crawler.Answer(e.ID,
+// AnswerAccept), AnswerReject or AnswerRetry; unanswered, it is answered AnswerRetry after
+// metadata.gate_timeout_millis (it was not stored, so it is fetched again).
+type TorrentEvent struct {
+	ID      uint64
+	Torrent *Torrent
+	JSON    json.RawMessage // the whole event envelope
+}
+
+// Completion ends one gated round of a hash (docs/events.md).
+type Completion struct {
+	InfoHash string `json:"info_hash"`
+	// Outcome: "accepted", "fetch_failed", "delivery_rejected", "sink_failed" (the torrent
+	// was answered AnswerRetry: not recorded done, fetched again) or "cancelled".
+	Outcome string `json:"outcome"`
+	// Failure is the class of the last attempt for "fetch_failed" ("timeout",
+	// "connect_refused", ...); "" otherwise.
+	Failure  string `json:"failure"`
+	Attempts int    `json:"attempts"`
+	Peer     string `json:"peer"`
+	// Round counts the failed rounds before this one (with a retry store; 0 without).
+	Round int `json:"round"`
+	// JSON is the whole event envelope.
+	JSON json.RawMessage `json:"-"`
+}
+
+// Retry is what the retry store made of a round, after it committed it (only with a
+// retry store; docs/events.md).
+type Retry struct {
+	InfoHash string `json:"info_hash"`
+	// State: "dormant" (the round failed; due again at NextRetryAt) or "done" (delivered,
+	// never fetched again).
+	State string `json:"state"`
+	// Attempts counts the failed rounds so far; 0 for "done".
+	Attempts int `json:"attempts"`
+	// Failure is the class that failed the round ("" for "done").
+	Failure string `json:"failure"`
+	// NextRetryAt is when a dormant hash is due again (whole seconds, UTC); zero for "done".
+	NextRetryAt time.Time       `json:"-"`
+	JSON        json.RawMessage `json:"-"`
+}
+
+// ErrorEvent is a runtime error of the library (polling; callbacks get the message).
+type ErrorEvent struct {
+	Message string          `json:"message"`
+	JSON    json.RawMessage `json:"-"`
+}
+
+// Observation is a hash seen without a peer (docs/events.md).
+type Observation struct {
+	InfoHash string          `json:"info_hash"`
+	Source   string          `json:"source"`
+	Kind     string          `json:"kind"` // "get_peers" or "bep51_sample"
+	JSON     json.RawMessage `json:"-"`
+}
+
+func (Gate) Type() string          { return "gate" }
+func (*TorrentEvent) Type() string { return "torrent" }
+func (Completion) Type() string    { return "completion" }
+func (Retry) Type() string         { return "retry" }
+func (ErrorEvent) Type() string    { return "error" }
+func (Observation) Type() string   { return "observation" }
+
+// logf reports what the package ignores (an event type it does not know); a variable so
+// tests can watch it.
+var logf = defaultLogf
+
+func defaultLogf(format string, args ...any) { log.Printf(format, args...) }
+
+// decodeEvent decodes an event envelope by its "type". An unknown type yields (nil, nil)
+// and a log line: the library may add types, and a host ignores those it does not know.
+// info is the raw info dict of a polled torrent.
+func decodeEvent(doc string, info []byte) (Event, error) {
+	raw := json.RawMessage(doc)
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, fmt.Errorf("dhtcrawler: undecodable event JSON: %w", err)
+	}
+	var ev Event
+	var err error
+	switch head.Type {
+	case "gate":
+		e := Gate{JSON: raw}
+		err = json.Unmarshal(raw, &e)
+		ev = e
+	case "torrent":
+		var env struct {
+			ID      uint64          `json:"id"`
+			Torrent json.RawMessage `json:"torrent"`
+		}
+		if err = json.Unmarshal(raw, &env); err == nil {
+			var t *Torrent
+			if t, err = decodeTorrent(string(env.Torrent), info); err == nil {
+				ev = &TorrentEvent{ID: env.ID, Torrent: t, JSON: raw}
+			}
+		}
+	case "completion":
+		e := Completion{JSON: raw}
+		err = json.Unmarshal(raw, &e)
+		ev = e
+	case "retry":
+		var e Retry
+		e, err = decodeRetry(raw)
+		ev = e
+	case "error":
+		e := ErrorEvent{JSON: raw}
+		err = json.Unmarshal(raw, &e)
+		ev = e
+	case "observation":
+		e := Observation{JSON: raw}
+		err = json.Unmarshal(raw, &e)
+		ev = e
+	default:
+		logf("dhtcrawler: ignoring an event of unknown type %q", head.Type)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dhtcrawler: undecodable %s event: %w", head.Type, err)
+	}
+	return ev, nil
+}
+
+func decodeRetry(raw json.RawMessage) (Retry, error) {
+	var e struct {
+		Retry
+		Next *int64 `json:"next_retry_at"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Retry{}, err
+	}
+	r := e.Retry
+	if e.Next != nil {
+		r.NextRetryAt = time.Unix(*e.Next, 0).UTC()
+	}
+	r.JSON = raw
+	return r, nil
+}
