@@ -56,6 +56,8 @@ class LifecycleStressTest {
     private static Path dir;
     private static SilentPeer peer;
     private static final AtomicInteger files = new AtomicInteger();
+    private static final java.util.concurrent.atomic.AtomicLong HASHES = new java.util.concurrent.atomic.AtomicLong();
+    private static final long SALT = new java.security.SecureRandom().nextLong();
 
     @BeforeAll
     static void setUp() throws IOException {
@@ -140,7 +142,11 @@ class LifecycleStressTest {
             Thread.sleep(50);
         }
         assertEquals(threads, nativeThreads(comm), "native threads left behind (named " + comm + " or dhtcrawler-delivery)");
-        assertTrue(openFds() <= fds, "file descriptors: " + openFds() + " open, " + fds + " before");
+        // The fewest of a few samples: a connection the silent peer accepts late from a closed
+        // crawler's backlog is an fd for a moment before it is counted as held (a leak stays).
+        int open = Integer.MAX_VALUE;
+        for (int i = 0; i < 5; i++, Thread.sleep(20)) open = Math.min(open, openFds());
+        assertTrue(open <= fds, "file descriptors: " + open + " open, " + fds + " before");
         assertEquals(0, javaDeliveryThreads(), "delivery threads still attached to the JVM");
     }
 
@@ -192,7 +198,11 @@ class LifecycleStressTest {
                 for (int i = 0; i < hashes; i++) {
                     byte[] h = DhtClient.filled(round);
                     h[0] = (byte) i;
-                    h[1] = (byte) files.get();
+                    // Never a hash a shared (PostgreSQL) store holds from an earlier case or run:
+                    // a dormant one would not reach the gate at once.
+                    long n = HASHES.incrementAndGet();
+                    for (int k = 0; k < 8; k++) h[1 + k] = (byte) (n >>> (8 * k));
+                    for (int k = 0; k < 8; k++) h[9 + k] = (byte) (SALT >>> (8 * k));
                     client.announce(port, h, peer.port());
                 }
             }
@@ -245,6 +255,17 @@ class LifecycleStressTest {
         Watched w = new Watched(store, stop);
         Crawler c = w.crawler;
         AtomicReference<Throwable> failure = new AtomicReference<>();
+        try {
+            lifeOf(w, stop, round, threadsBefore, failure);
+        } finally {
+            if (!c.isClosed()) c.close(); // a failed case leaves no crawler behind for the next ones
+        }
+        assertTrue(c.isClosed());
+    }
+
+    private static void lifeOf(Watched w, Stop stop, int round, int threadsBefore, AtomicReference<Throwable> failure)
+            throws Exception {
+        Crawler c = w.crawler;
         switch (stop) {
             case HOST -> {
                 c.start();
