@@ -170,7 +170,7 @@ stage_java() {
     failed=$((failed + 1)); failures+=("java: native build failed"); return
   fi
   # The crawl test needs the loopback test network; it is built with the library when present.
-  if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -q '^dhtcrawler-testnet:'; then
+  if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -E '^(tools/testnet/)?dhtcrawler-testnet:' >/dev/null; then
     cmake --build "$dir" -j "$jobs" --target dhtcrawler-testnet &&
       export DHTCRAWLER_TESTNET=$dir/tools/testnet/dhtcrawler-testnet
   fi
