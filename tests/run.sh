@@ -220,7 +220,7 @@ stage_go() {
   esac
   # The crawl test needs the loopback test network; build it when the tree has it.
   local testnet=${DHTCRAWLER_TESTNET:-$build/tools/testnet/dhtcrawler-testnet}
-  if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'dhtcrawler-testnet'; then
+  if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep 'dhtcrawler-testnet' >/dev/null; then
     cmake --build "$build" -j "$jobs" --target dhtcrawler-testnet
   fi
   export PKG_CONFIG_PATH=$build/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
