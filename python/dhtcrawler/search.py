@@ -1,0 +1,248 @@
+"""Queries over the torrent database: full-text search, one torrent, statistics.
+
+The functions here are what ``dhtcrawler search`` and ``dhtcrawler serve`` call. Each takes
+``db``: a ``sqlite3.Connection`` on a database the SQLite sink wrote (schema version 2+),
+a :class:`~dhtcrawler.sinks.SqliteSink` (its connection, under its lock), or a path to
+such a file (opened read-only for the one call).
+
+Rows are plain dicts, JSON-ready::
+
+    {"info_hash": "40 hex", "info_hash_v1": "40 hex" | None, "info_hash_v2": "64 hex" | None,
+     "version": "v1" | "v2" | "hybrid" | None,      # None: unknown (imported from magnetico)
+     "name": str, "total_size": int, "num_files": int,
+     "piece_length": int | None, "private": bool | None,
+     "first_seen": "RFC 3339 UTC", "last_seen": "RFC 3339 UTC", "times_seen": int,
+     "peer": str | None, "metadata_size": int | None, "seeders": None, "leechers": None,   # swarm sizes: not yet measured
+     "magnet": "magnet:?xt=urn:btih:...", "score": float | None}
+
+How a query matches (SQLite FTS5, tokenizer ``trigram`` when the SQLite library has it,
+else ``unicode61``): the query is split on white space; every word must occur, as a
+substring (trigram) or a whole word (unicode61), in the torrent's name or in one of its
+stored file paths, case-insensitively. A word in double quotes may contain spaces. With
+trigram, a word shorter than 3 characters cannot be looked up in the index: it must occur
+in the name (a scan of the rows the other words matched, or of every row when all words
+are short). Ranking is bm25 with the name weighted 10 to 1 over the paths.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from urllib.parse import quote
+
+SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "swarm")
+VERSIONS = ("v1", "v2", "hybrid")
+MAX_LIMIT = 1000
+
+_COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, "
+            "t.num_files, t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, t.metadata_size")
+
+
+class QueryError(ValueError):
+    """A bad argument to search() (unknown sort or version, negative limit...)."""
+
+
+@contextmanager
+def _connection(db: Any) -> Iterator[sqlite3.Connection]:
+    if isinstance(db, sqlite3.Connection):
+        yield db
+    elif hasattr(db, "connection") and hasattr(db, "lock"):
+        with db.lock:
+            yield db.connection
+    else:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+def rfc3339(seconds: Optional[int]) -> Optional[str]:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(int(seconds), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Union[None, int, float, str, datetime]) -> Optional[int]:
+    """Unix seconds from Unix seconds, a datetime, or an RFC 3339 / ISO 8601 text (a date
+    alone is midnight UTC; no zone means UTC)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, datetime):
+        dt = value
+    else:
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise QueryError(f"not a time: {value!r} (expected RFC 3339 or Unix seconds)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp())
+
+
+def magnet(info_hash: str, name: Optional[str] = None, info_hash_v2: Optional[str] = None) -> str:
+    link = f"magnet:?xt=urn:btih:{info_hash}"
+    if info_hash_v2:
+        link += f"&xt=urn:btmh:1220{info_hash_v2}"
+    if name:
+        link += f"&dn={quote(name, safe='')}"
+    return link
+
+
+def _hex(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else bytes(b).hex()
+
+
+def _row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
+    info_hash, v1, v2 = _hex(r[1]), _hex(r[2]), _hex(r[3])
+    return {"info_hash": info_hash, "info_hash_v1": v1, "info_hash_v2": v2, "version": r[4], "name": r[5],
+            "total_size": r[6], "num_files": r[7], "piece_length": r[8],
+            "private": None if r[9] is None else bool(r[9]), "first_seen": rfc3339(r[10]),
+            "last_seen": rfc3339(r[11]), "times_seen": r[12], "peer": r[13], "metadata_size": r[14], "seeders": None, "leechers": None,
+            "magnet": magnet(info_hash, r[5], v2), "score": score}
+
+
+def tokenizer(conn: sqlite3.Connection) -> str:
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'search'").fetchone()
+    return "trigram" if row and "trigram" in row[0] else "unicode61"
+
+
+def _words(query: str) -> List[str]:
+    try:
+        words = shlex.split(query)
+    except ValueError:  # an unbalanced quote: take the text as words
+        words = query.replace('"', " ").split()
+    return [w for w in (w.strip() for w in words) if w]
+
+
+def _match(words: List[str], trigram: bool) -> Tuple[Optional[str], List[str]]:
+    """The FTS5 MATCH expression (each word a quoted phrase, all ANDed) and, with trigram,
+    the words too short for the index."""
+    indexed, short = [], []
+    for w in words:
+        if trigram and len(w) < 3:
+            short.append(w)
+        else:
+            indexed.append('"' + w.replace('"', '""') + '"')
+    return (" AND ".join(indexed) or None), short
+
+
+def _like(word: str) -> str:
+    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: str = "relevance",
+           order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
+           min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
+           since: Union[None, int, str, datetime] = None) -> Tuple[int, List[Dict[str, Any]]]:
+    """Torrents matching ``query`` and the filters: ``(total, rows)``, ``total`` counting
+    every match, ``rows`` the page ``offset .. offset+limit`` (limit 0..1000).
+
+    ``query``: words, see the module text; empty matches every torrent (then ``relevance``
+    sorts newest first). Filters: ``min_size``/``max_size`` (bytes, inclusive),
+    ``min_files``/``max_files``, ``version`` (``v1``, ``v2`` or ``hybrid``; torrents of
+    unknown version match none), ``since`` (first seen at or after: Unix seconds, datetime
+    or RFC 3339 text).
+
+    ``sort``: ``relevance`` (bm25, best first), ``size``, ``first_seen``, ``last_seen``,
+    ``files``; ``swarm`` is accepted and sorts by relevance until swarm sizes are stored.
+    ``order``: ``desc`` (default; relevance is always best first) or ``asc``. Ties go to
+    the newer torrent."""
+    if sort not in SORTS:
+        raise QueryError(f"unknown sort {sort!r} (one of {', '.join(SORTS)})")
+    if order not in (None, "asc", "desc"):
+        raise QueryError(f"unknown order {order!r} (asc or desc)")
+    if version is not None and version not in VERSIONS:
+        raise QueryError(f"unknown version {version!r} (v1, v2 or hybrid)")
+    if not 0 <= int(limit) <= MAX_LIMIT or int(offset) < 0:
+        raise QueryError(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
+    since_s = parse_time(since)
+    with _connection(db) as conn:
+        words = _words(query or "")
+        match, short = _match(words, tokenizer(conn) == "trigram")
+        where: List[str] = []
+        params: List[Any] = []
+        if match is not None:
+            source = "search s JOIN torrents t ON t.id = s.rowid"
+            where.append("search MATCH ?")
+            params.append(match)
+            score = "bm25(search, 10.0, 1.0)"
+        else:
+            source = "torrents t"
+            score = "NULL"
+        for w in short:
+            where.append("t.name LIKE ? ESCAPE '\\'")
+            params.append(_like(w))
+        for cond, value in (("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
+                            ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
+                            ("t.version = ?", version), ("t.first_seen >= ?", since_s)):
+            if value is not None:
+                where.append(cond)
+                params.append(value)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        desc = "ASC" if order == "asc" else "DESC"
+        by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
+              "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}"}.get(sort)
+        if by is None:  # relevance, swarm
+            by = "score ASC" if match is not None else "t.first_seen DESC"
+        total = int(conn.execute(f"SELECT count(*) FROM {source}{clause}", params).fetchone()[0])
+        if limit == 0 or offset >= total:
+            return total, []
+        rows = conn.execute(f"SELECT {_COLUMNS}, {score} AS score FROM {source}{clause} "
+                            f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?", (*params, int(limit), int(offset)))
+        return total, [_row(r[:-1], None if r[-1] is None else -float(r[-1])) for r in rows]
+
+
+def _key(info_hash: str) -> Optional[bytes]:
+    text = info_hash.strip().lower()
+    if len(text) not in (40, 64):
+        return None
+    try:
+        return bytes.fromhex(text[:40])
+    except ValueError:
+        return None
+
+
+def torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
+    """One torrent by any of its hashes (v1 or v2, 40 or 64 hex), with ``files``: the stored
+    file rows ``[{"path", "size"}]`` in the torrent's order (fewer than ``num_files`` when
+    the crawl capped them; ``files_stored`` says how many). None when not held."""
+    key = _key(info_hash)
+    if key is None:
+        return None
+    with _connection(db) as conn:
+        r = conn.execute(f"SELECT {_COLUMNS} FROM hashes h JOIN torrents t ON t.id = h.torrent "
+                         "WHERE h.hash = ?", (key,)).fetchone()
+        if r is None:
+            return None
+        out = _row(r)
+        del out["score"]
+        out["files"] = [{"path": p, "size": s} for p, s in conn.execute(
+            "SELECT path, size FROM files WHERE torrent = ? ORDER BY idx", (r[0],))]
+        out["files_stored"] = len(out["files"])
+        return out
+
+
+def stats(db: Any) -> Dict[str, Any]:
+    """Counts over the database: ``torrents``, ``files`` (sum of num_files), ``files_stored``
+    (file rows), ``total_size``, ``versions`` ({v1, v2, hybrid, unknown}), ``first_seen`` and
+    ``last_seen`` (the earliest and latest, RFC 3339, None when empty) and the search
+    ``tokenizer``."""
+    with _connection(db) as conn:
+        n, files, size, first, last = conn.execute(
+            "SELECT count(*), coalesce(sum(num_files), 0), coalesce(sum(total_size), 0), min(first_seen), "
+            "max(last_seen) FROM torrents").fetchone()
+        versions = {"v1": 0, "v2": 0, "hybrid": 0, "unknown": 0}
+        for v, c in conn.execute("SELECT version, count(*) FROM torrents GROUP BY version"):
+            versions[v if v in versions else "unknown"] += c
+        stored = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+        return {"torrents": n, "files": files, "files_stored": stored, "total_size": size, "versions": versions,
+                "first_seen": rfc3339(first), "last_seen": rfc3339(last), "tokenizer": tokenizer(conn)}
