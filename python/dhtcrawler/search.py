@@ -15,13 +15,21 @@ Rows are plain dicts, JSON-ready::
      "peer": str | None, "metadata_size": int | None, "seeders": None, "leechers": None,   # swarm sizes: not yet measured
      "magnet": "magnet:?xt=urn:btih:...", "score": float | None}
 
-How a query matches (SQLite FTS5, tokenizer ``trigram`` when the SQLite library has it,
-else ``unicode61``): the query is split on white space; every word must occur, as a
-substring (trigram) or a whole word (unicode61), in the torrent's name or in one of its
-stored file paths, case-insensitively. A word in double quotes may contain spaces. With
-trigram, a word shorter than 3 characters cannot be looked up in the index: it must occur
-in the name (a scan of the rows the other words matched, or of every row when all words
-are short). Ranking is bm25 with the name weighted 10 to 1 over the paths.
+How a query matches: the query is split on white space (a word in double quotes may hold
+spaces); every word must occur in the torrent's name or in one of its stored file paths,
+as a substring, case-insensitively for Latin, Greek and Cyrillic letters (SQLite's LIKE
+folds only ASCII, the trigram index folds the rest, so the check is done on what the
+index found). The index is SQLite FTS5 with the ``trigram`` tokenizer when the SQLite
+library has it (3.34+), recording which trigrams a torrent has (``detail=none``: small on
+disk); candidates are the torrents holding every trigram of every word, each then checked
+word by word on the stored text. A word shorter than 3 characters has no trigram: it is
+checked on the candidates of the other words, or, when every word is that short, on every
+torrent (a scan). Without trigram the index is ``unicode61`` (whole words; CJK text runs
+are one word).
+
+Relevance (the ``score`` of a row; FTS5's bm25 needs positions, which the index does not
+keep): the number of query words found in the name, plus the share of the name they
+cover (0..1); equal scores go to the newer torrent.
 """
 
 from __future__ import annotations
@@ -48,16 +56,23 @@ class QueryError(ValueError):
 @contextmanager
 def _connection(db: Any) -> Iterator[sqlite3.Connection]:
     if isinstance(db, sqlite3.Connection):
+        _prepare(db)
         yield db
     elif hasattr(db, "connection") and hasattr(db, "lock"):
         with db.lock:
+            _prepare(db.connection)
             yield db.connection
     else:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
+            _prepare(conn)
             yield conn
         finally:
             conn.close()
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    conn.create_function("dhtc_has", 2, _has, deterministic=True)
 
 
 def rfc3339(seconds: Optional[int]) -> Optional[str]:
@@ -123,20 +138,28 @@ def _words(query: str) -> List[str]:
     return [w for w in (w.strip() for w in words) if w]
 
 
-def _match(words: List[str], trigram: bool) -> Tuple[Optional[str], List[str]]:
-    """The FTS5 MATCH expression (each word a quoted phrase, all ANDed) and, with trigram,
-    the words too short for the index."""
-    indexed, short = [], []
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _match(words: List[str], trigram: bool) -> Optional[str]:
+    """The FTS5 MATCH expression that finds the candidates, or None (no word the index can
+    look up). With trigram (detail=none: no positions) a word is the AND of its trigrams,
+    so candidates are a superset, checked afterwards; with unicode61 each word is a phrase."""
+    terms: List[str] = []
     for w in words:
-        if trigram and len(w) < 3:
-            short.append(w)
-        else:
-            indexed.append('"' + w.replace('"', '""') + '"')
-    return (" AND ".join(indexed) or None), short
+        if not trigram:
+            terms.append(_quote(w))
+        elif len(w) >= 3:
+            terms.extend(_quote(w[i:i + 3]) for i in range(len(w) - 2))
+    seen: Dict[str, None] = dict.fromkeys(terms)
+    return " AND ".join(seen) or None
 
 
-def _like(word: str) -> str:
-    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _has(text: Optional[str], needle: str) -> int:
+    """SQL dhtc_has(text, needle): 1 when the lower-cased text holds ``needle`` (given
+    lower-cased). Unicode-aware, unlike LIKE."""
+    return 1 if text is not None and needle in text.lower() else 0
 
 
 def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: str = "relevance",
@@ -152,10 +175,10 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     unknown version match none), ``since`` (first seen at or after: Unix seconds, datetime
     or RFC 3339 text).
 
-    ``sort``: ``relevance`` (bm25, best first), ``size``, ``first_seen``, ``last_seen``,
-    ``files``; ``swarm`` is accepted and sorts by relevance until swarm sizes are stored.
-    ``order``: ``desc`` (default; relevance is always best first) or ``asc``. Ties go to
-    the newer torrent."""
+    ``sort``: ``relevance`` (best first: see the module text), ``size``, ``first_seen``,
+    ``last_seen``, ``files``; ``swarm`` is accepted and sorts by relevance until swarm
+    sizes are stored. ``order``: ``desc`` (default; relevance is always best first) or
+    ``asc``. Ties go to the newer torrent."""
     if sort not in SORTS:
         raise QueryError(f"unknown sort {sort!r} (one of {', '.join(SORTS)})")
     if order not in (None, "asc", "desc"):
@@ -166,21 +189,20 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
         raise QueryError(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
     since_s = parse_time(since)
     with _connection(db) as conn:
-        words = _words(query or "")
-        match, short = _match(words, tokenizer(conn) == "trigram")
+        words = list(dict.fromkeys(_words(query or "")))
+        match = _match(words, tokenizer(conn) == "trigram")
         where: List[str] = []
         params: List[Any] = []
         if match is not None:
             source = "search s JOIN torrents t ON t.id = s.rowid"
             where.append("search MATCH ?")
             params.append(match)
-            score = "bm25(search, 10.0, 1.0)"
         else:
             source = "torrents t"
-            score = "NULL"
-        for w in short:
-            where.append("t.name LIKE ? ESCAPE '\\'")
-            params.append(_like(w))
+        for w in words:  # each word, exactly: in the name or in a stored path
+            where.append("(dhtc_has(t.name, ?) OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id "
+                         "AND dhtc_has(f.path, ?)))")
+            params += [w.lower(), w.lower()]
         for cond, value in (("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
                             ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
                             ("t.version = ?", version), ("t.first_seen >= ?", since_s)):
@@ -188,17 +210,28 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
                 where.append(cond)
                 params.append(value)
         clause = (" WHERE " + " AND ".join(where)) if where else ""
+        # relevance: words found in the name, then the share of the name they cover
+        if words:
+            hits = " + ".join("dhtc_has(t.name, ?)" for _ in words)
+            cover = " + ".join("dhtc_has(t.name, ?) * ?" for _ in words)
+            score = f"(({hits}) + min(1.0, (0.0 + {cover}) / max(1, length(t.name))))"
+            score_params: List[Any] = [w.lower() for w in words]
+            for w in words:
+                score_params += [w.lower(), len(w)]
+        else:
+            score, score_params = "NULL", []
         desc = "ASC" if order == "asc" else "DESC"
         by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
               "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}"}.get(sort)
         if by is None:  # relevance, swarm
-            by = "score ASC" if match is not None else "t.first_seen DESC"
+            by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
         total = int(conn.execute(f"SELECT count(*) FROM {source}{clause}", params).fetchone()[0])
         if limit == 0 or offset >= total:
             return total, []
         rows = conn.execute(f"SELECT {_COLUMNS}, {score} AS score FROM {source}{clause} "
-                            f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?", (*params, int(limit), int(offset)))
-        return total, [_row(r[:-1], None if r[-1] is None else -float(r[-1])) for r in rows]
+                            f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?",
+                            (*score_params, *params, int(limit), int(offset)))
+        return total, [_row(r[:-1], None if r[-1] is None else round(float(r[-1]), 4)) for r in rows]
 
 
 def _key(info_hash: str) -> Optional[bytes]:

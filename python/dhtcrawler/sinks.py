@@ -116,11 +116,13 @@ MIGRATIONS: Migrations = (
         "ALTER TABLE files2 RENAME TO files",
         "ALTER TABLE hashes2 RENAME TO hashes",
         "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
-        # The search index: one document per torrent (its name, and the paths of its stored
+        # The search index: one document per torrent (its name, then the paths of its stored
         # files, one per line), contentless (the text is in torrents and files), rowid =
-        # torrents.id. Written by the sink with the torrent; see search.py.
-        "CREATE VIRTUAL TABLE search USING fts5(name, paths, content='', tokenize='{tokenizer}')",
-        "INSERT INTO search(rowid, name, paths) SELECT t.id, t.name, coalesce(p.paths, '') FROM torrents t "
+        # torrents.id. With trigram it records which trigrams occur, not where (detail=none):
+        # search.py looks up candidates by trigram and checks each word on the stored text.
+        # Written by the sink with the torrent.
+        "CREATE VIRTUAL TABLE search USING fts5(text, content='', {fts_options})",
+        "INSERT INTO search(rowid, text) SELECT t.id, t.name || coalesce(char(10) || p.paths, '') FROM torrents t "
         "LEFT JOIN (SELECT torrent, group_concat(path, char(10)) AS paths FROM "
         "(SELECT torrent, path FROM files ORDER BY torrent, idx) GROUP BY torrent) p ON p.torrent = t.id",
     )),
@@ -143,6 +145,8 @@ def _fts_tokenizer() -> str:
 
 
 FTS_TOKENIZER = _fts_tokenizer()
+FTS_OPTIONS = ("tokenize='trigram', detail=none" if FTS_TOKENIZER == "trigram"
+               else "tokenize='unicode61 remove_diacritics 2'")
 
 
 class SchemaError(RuntimeError):
@@ -193,7 +197,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     returns the version found before. The connection must be in autocommit mode."""
     # SQLite's own unhex() is 3.41+; the migration from version 1 uses this one.
     conn.create_function("dhtc_unhex", 1, _unhex, deterministic=True)
-    migrations = [(d, [s.replace("{tokenizer}", FTS_TOKENIZER) for s in statements])
+    migrations = [(d, [s.replace("{fts_options}", FTS_OPTIONS) for s in statements])
                   for d, statements in MIGRATIONS]
     return apply_migrations(lambda sql, params: conn.execute(sql, tuple(params)).fetchall(), migrations,
                             param=lambda _n: "?", begin="BEGIN IMMEDIATE")
@@ -321,8 +325,8 @@ class SqliteSink:
         files = r["files"] if self.max_files is None else r["files"][:self.max_files]
         self._conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                                ((tid, i, path, size) for i, (path, size) in enumerate(files)))
-        self._conn.execute("INSERT INTO search(rowid, name, paths) VALUES (?, ?, ?)",
-                           (tid, r["name"], "\n".join(path for path, _size in files)))
+        self._conn.execute("INSERT INTO search(rowid, text) VALUES (?, ?)",
+                           (tid, "\n".join([r["name"], *(path for path, _size in files)])))
         return tid
 
     def _insert_hashes(self, r: dict, key: int) -> None:
