@@ -44,6 +44,7 @@ from urllib.parse import quote
 SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "swarm")
 VERSIONS = ("v1", "v2", "hybrid")
 MAX_LIMIT = 1000
+DEFAULT_WINDOW = 10_000
 
 _COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, "
             "t.num_files, t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, t.metadata_size")
@@ -54,25 +55,33 @@ class QueryError(ValueError):
 
 
 @contextmanager
-def _connection(db: Any) -> Iterator[sqlite3.Connection]:
+def _connection(db: Any, functions: bool = False) -> Iterator[sqlite3.Connection]:
     if isinstance(db, sqlite3.Connection):
-        _prepare(db)
+        if functions:
+            _prepare(db)
         yield db
     elif hasattr(db, "connection") and hasattr(db, "lock"):
         with db.lock:
-            _prepare(db.connection)
+            if functions:
+                _prepare(db.connection)
             yield db.connection
     else:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            _prepare(conn)
+            if functions:
+                _prepare(conn)
             yield conn
         finally:
             conn.close()
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
-    conn.create_function("dhtc_has", 2, _has, deterministic=True)
+    """Registers dhtc_has (search() needs it). SQLite refuses while another statement of the
+    connection runs: it is then taken to be registered by an earlier call."""
+    try:
+        conn.create_function("dhtc_has", 2, _has, deterministic=True)
+    except sqlite3.OperationalError:
+        pass
 
 
 def rfc3339(seconds: Optional[int]) -> Optional[str]:
@@ -165,7 +174,8 @@ def _has(text: Optional[str], needle: str) -> int:
 def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: str = "relevance",
            order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
            min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
-           since: Union[None, int, str, datetime] = None) -> Tuple[int, List[Dict[str, Any]]]:
+           since: Union[None, int, str, datetime] = None,
+           window: Optional[int] = DEFAULT_WINDOW) -> Tuple[int, List[Dict[str, Any]]]:
     """Torrents matching ``query`` and the filters: ``(total, rows)``, ``total`` counting
     every match, ``rows`` the page ``offset .. offset+limit`` (limit 0..1000).
 
@@ -178,7 +188,13 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     ``sort``: ``relevance`` (best first: see the module text), ``size``, ``first_seen``,
     ``last_seen``, ``files``; ``swarm`` is accepted and sorts by relevance until swarm
     sizes are stored. ``order``: ``desc`` (default; relevance is always best first) or
-    ``asc``. Ties go to the newer torrent."""
+    ``asc``. Ties go to the newer torrent.
+
+    ``window`` bounds the work of a query with words: only the newest ``window`` torrents
+    the index finds for it (before the words are checked and the filters applied) are
+    considered, so ``total`` counts matches among those and a common word's oldest
+    torrents are left out. ``None`` considers every candidate (slower: see
+    docs/performance.md). A query without words is never windowed."""
     if sort not in SORTS:
         raise QueryError(f"unknown sort {sort!r} (one of {', '.join(SORTS)})")
     if order not in (None, "asc", "desc"):
@@ -188,15 +204,18 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     if not 0 <= int(limit) <= MAX_LIMIT or int(offset) < 0:
         raise QueryError(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
     since_s = parse_time(since)
-    with _connection(db) as conn:
+    with _connection(db, functions=True) as conn:
         words = list(dict.fromkeys(_words(query or "")))
         match = _match(words, tokenizer(conn) == "trigram")
         where: List[str] = []
         params: List[Any] = []
-        if match is not None:
-            source = "search s JOIN torrents t ON t.id = s.rowid"
-            where.append("search MATCH ?")
+        cap = "" if window is None else f" LIMIT {int(window)}"
+        if match is not None:  # the newest `window` candidates of the index
+            source = (f"(SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{cap}) s "
+                      "JOIN torrents t ON t.id = s.id")
             params.append(match)
+        elif words:  # only short words: the newest `window` torrents
+            source = f"(SELECT id FROM torrents ORDER BY id DESC{cap}) s JOIN torrents t ON t.id = s.id"
         else:
             source = "torrents t"
         for w in words:  # each word, exactly: in the name or in a stored path

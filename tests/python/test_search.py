@@ -101,6 +101,9 @@ def test_sorts_and_pages(db):
     assert names(S.search(db, "", sort="files"))[0] in ("東京の夜景 写真集", "field recordings")
     # swarm sizes are not stored yet: sort=swarm is relevance
     assert names(S.search(db, "ubuntu", sort="swarm")) == names(S.search(db, "ubuntu"))
+    # a window of 1 candidate: the newest torrent the index finds
+    assert S.search(db, "ubuntu", window=1) == (1, S.search(db, "ubuntu", since="2026-11-02")[1])
+    assert S.search(db, "ubuntu", window=None)[0] == 2
     total, page = S.search(db, "", sort="first_seen", limit=2, offset=2)
     assert total == 5 and [r["name"] for r in page] == [CORPUS[2].name, CORPUS[1].name]
 
