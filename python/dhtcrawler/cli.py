@@ -360,6 +360,56 @@ def run_search(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- export, import ------------------------------------------------------------------------
+
+def _ensure_retry_store(path: str) -> None:
+    """Opens (and so creates or migrates) the retry store in the database file, as a crawl
+    on it would, without starting anything."""
+    options = {"port": 0, "bind_v4": "127.0.0.1", "allow_private_addresses": True,
+               "crawl": {"bootstrap": {"sources": []}},
+               "retry": {"store": {"kind": "sqlite", "path": os.path.abspath(path)}}}
+    try:
+        Crawler(options).close(timeout=None)
+    except StoreError as e:
+        raise UsageError(f"--db {path}: {e.message}") from None
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .dumps import DumpError, export
+
+    conn = _open_db_for_reading(args)
+    conn.close()
+    try:
+        n = export(args.db or DEFAULT_DB, args.output, since=args.since)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"-o {args.output}: {e.strerror or e}") from None
+    if args.output not in (None, "-"):
+        print(f"dhtcrawler: exported {n} torrents to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from .dumps import DumpError, import_files
+
+    for path in args.files:
+        if path != "-" and not os.path.isfile(path):
+            raise UsageError(f"{path}: no such file")
+    db = args.db or DEFAULT_DB
+    started = time.monotonic()
+    try:
+        counts = import_files(db, args.files, refetch=args.refetch, ensure_retry_store=_ensure_retry_store)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{type(e).__name__}: {e}") from None
+    secs = time.monotonic() - started
+    print(f"dhtcrawler: imported {counts['read']} torrents into {db} ({counts['new']} new, {counts['merged']} "
+          f"merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"), file=sys.stderr)
+    return EXIT_OK
+
+
 # ---- demo ---------------------------------------------------------------------------------
 
 def _human_size(n: int) -> str:
@@ -522,6 +572,17 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--since", metavar="TIME", help="first seen at or after (RFC 3339, a date, or Unix seconds)")
     search.add_argument("--json", action="store_true", help="one JSON object per line")
 
+    export = sub.add_parser("export", help="write the database's torrents as JSON lines (.zst: compressed)")
+    export.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    export.add_argument("--since", metavar="TIME", help="only torrents seen at or after (RFC 3339, a date, Unix seconds)")
+    export.add_argument("-o", "--output", metavar="FILE[.zst]", help="default: standard output")
+
+    imp = sub.add_parser("import", help="merge dumps (JSON lines, .zst) or magnetico databases into the database")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    imp.add_argument("--refetch", action="store_true",
+                     help="do not mark the imported hashes delivered (a crawl fetches them again)")
+
     demo = sub.add_parser("demo", help="a loopback test network and a crawler, torrents arriving")
     demo.add_argument("--duration", type=_positive_seconds, default=60.0, metavar="SECONDS")
     demo.add_argument("--out", metavar="FILE.jsonl|-")
@@ -546,6 +607,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return run_demo(args)
         if args.command == "search":
             return run_search(args)
+        if args.command == "export":
+            return run_export(args)
+        if args.command == "import":
+            return run_import(args)
     except UsageError as e:
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -265,12 +265,14 @@ class SqliteSink:
         """Stores one torrent in its own transaction. True when it was new."""
         return self.merge(record_of(torrent), crawl=True)
 
-    def merge(self, rec: dict, *, crawl: bool = False) -> bool:
+    def merge(self, rec: dict, *, crawl: bool = False,
+              also: Optional[Callable[[sqlite3.Connection], None]] = None) -> bool:
         """Stores one record (record_of's form; hashes in hex, times in Unix seconds) in
         its own transaction; True when it was new. A torrent held already (under any of its
         keys) is combined with it: first_seen the earlier, last_seen the later, fields
         unknown so far filled in, and times_seen + 1 for a crawl's sighting, else the larger
-        of the two (so importing the same dump twice changes nothing)."""
+        of the two (so importing the same dump twice changes nothing). ``also(conn)``, when
+        given, runs in the same transaction (the importer marks the keys delivered)."""
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -296,6 +298,8 @@ class SqliteSink:
                          "metadata_size": rec.get("metadata_size"), "id": key})
                     new = False
                 self._insert_hashes(rec, key)
+                if also is not None:
+                    also(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
