@@ -224,7 +224,7 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
 def _open_sinks(args: argparse.Namespace) -> tuple:
     """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream. An
     unreachable server is a start-up failure (exit 1); a bad file or path a usage error (2)."""
-    from ._libpq import PgError
+    from ._pg import PgError
 
     try:
         db = (PostgresSink(args.store) if args.store

@@ -403,7 +403,7 @@ class PostgresSink:
     per torrent before the torrent is given up (and so not acknowledged)."""
 
     def __init__(self, conninfo: str) -> None:
-        from ._libpq import Connection, describe
+        from ._pg import Connection, describe
 
         self.path = describe(conninfo)
         self._lock = threading.Lock()
@@ -422,7 +422,7 @@ class PostgresSink:
 
     def add(self, torrent: Torrent) -> bool:
         """Stores one torrent in its own transaction. True when it was new."""
-        from ._libpq import PgError
+        from ._pg import PgError
 
         seen = (torrent.discovered_at.isoformat() if torrent.discovered_at
                 else datetime.now(timezone.utc).isoformat())
