@@ -335,9 +335,19 @@ def _open_db_for_reading(args: argparse.Namespace) -> Any:
 def run_search(args: argparse.Namespace) -> int:
     from . import search as S
 
+    from ._pg import Connection, PgError
+
     if args.store:
-        raise UsageError("--store: search on PostgreSQL is not available yet; use --db")
-    conn = _open_db_for_reading(args)
+        if args.db:
+            raise UsageError("--db and --store exclude each other")
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            raise UsageError(f"--store {args.store}: expected a postgresql://user@host:port/database URI")
+        try:
+            conn: Any = Connection(args.store)
+        except PgError as e:
+            raise StartError(f"--store: {e}") from None
+    else:
+        conn = _open_db_for_reading(args)
     try:
         total, rows = S.search(conn, " ".join(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
                                order=args.order, min_size=args.min_size, max_size=args.max_size,
@@ -345,6 +355,8 @@ def run_search(args: argparse.Namespace) -> int:
                                since=args.since)
     except S.QueryError as e:
         raise UsageError(str(e)) from None
+    except PgError as e:
+        raise StartError(f"--store: {e}") from None
     finally:
         conn.close()
     if args.json:
@@ -557,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path "
                                                  "(none: every torrent)")
     search.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
-    search.add_argument("--store", metavar="postgresql://...", help=argparse.SUPPRESS)
+    search.add_argument("--store", metavar="postgresql://...", help="search a fleet's PostgreSQL database instead")
     search.add_argument("--limit", type=_count, default=20, metavar="N", help="results to show (default 20)")
     search.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N results")
     search.add_argument("--sort", default="relevance",

@@ -3,7 +3,9 @@
 The functions here are what ``dhtcrawler search`` and ``dhtcrawler serve`` call. Each takes
 ``db``: a ``sqlite3.Connection`` on a database the SQLite sink wrote (schema version 2+),
 a :class:`~dhtcrawler.sinks.SqliteSink` (its connection, under its lock), or a path to
-such a file (opened read-only for the one call).
+such a file (opened read-only for the one call); or, for a fleet's PostgreSQL, a
+``postgresql://`` URI (connected for the one call), a ``dhtcrawler._pg.Connection`` or a
+:class:`~dhtcrawler.sinks.PostgresSink` (see the PostgreSQL part at the end).
 
 Rows are plain dicts, JSON-ready::
 
@@ -204,6 +206,13 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     if not 0 <= int(limit) <= MAX_LIMIT or int(offset) < 0:
         raise QueryError(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
     since_s = parse_time(since)
+    if _is_pg(db):
+        since_dt = None if since_s is None else datetime.fromtimestamp(since_s, timezone.utc)
+        return _pg_search(db, list(dict.fromkeys(_words(query or ""))), limit=int(limit), offset=int(offset),
+                          sort=sort, order=order,
+                          filters=[("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
+                                   ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
+                                   ("t.version = ?", version), ("t.first_seen >= ?", since_dt)])
     with _connection(db, functions=True) as conn:
         words = list(dict.fromkeys(_words(query or "")))
         match = _match(words, tokenizer(conn) == "trigram")
@@ -270,6 +279,8 @@ def torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
     key = _key(info_hash)
     if key is None:
         return None
+    if _is_pg(db):
+        return _pg_torrent(db, info_hash)
     with _connection(db) as conn:
         r = conn.execute(f"SELECT {_COLUMNS} FROM hashes h JOIN torrents t ON t.id = h.torrent "
                          "WHERE h.hash = ?", (key,)).fetchone()
@@ -287,7 +298,9 @@ def stats(db: Any) -> Dict[str, Any]:
     """Counts over the database: ``torrents``, ``files`` (sum of num_files), ``files_stored``
     (file rows), ``total_size``, ``versions`` ({v1, v2, hybrid, unknown}), ``first_seen`` and
     ``last_seen`` (the earliest and latest, RFC 3339, None when empty) and the search
-    ``tokenizer``."""
+    ``tokenizer`` (on PostgreSQL: ``pg_trgm`` when its index is there, else ``scan``)."""
+    if _is_pg(db):
+        return _pg_stats(db)
     with _connection(db) as conn:
         n, files, size, first, last = conn.execute(
             "SELECT count(*), coalesce(sum(num_files), 0), coalesce(sum(total_size), 0), min(first_seen), "
@@ -298,3 +311,132 @@ def stats(db: Any) -> Dict[str, Any]:
         stored = conn.execute("SELECT count(*) FROM files").fetchone()[0]
         return {"torrents": n, "files": files, "files_stored": stored, "total_size": size, "versions": versions,
                 "first_seen": rfc3339(first), "last_seen": rfc3339(last), "tokenizer": tokenizer(conn)}
+
+
+# ---- PostgreSQL (--store) ------------------------------------------------------------------
+#
+# The fleet's schema (sinks.PG_MIGRATIONS) keeps hex hashes and timestamptz; its search is
+# the same words-as-substrings rule with ILIKE (case folding by the database's ctype), on
+# the names and the file paths, helped by a pg_trgm index on lower(name) when the extension
+# could be installed (PG migration 2; without it a query scans). No candidate window.
+
+def _is_pg(db: Any) -> bool:
+    from ._pg import Connection
+
+    if isinstance(db, str):
+        return db.startswith(("postgresql://", "postgres://"))
+    return isinstance(db, Connection) or isinstance(getattr(db, "connection", None), Connection)
+
+
+@contextmanager
+def _pg_connection(db: Any) -> Iterator[Any]:
+    from ._pg import Connection
+
+    if isinstance(db, str):
+        conn = Connection(db)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    elif isinstance(db, Connection):
+        yield db
+    else:
+        with db.lock:
+            yield db.connection
+
+
+_PG_COLUMNS = ("t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files, "
+               "t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, t.metadata_size")
+
+
+def _pg_time(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pg_row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
+    info_hash, v2, name = r[0], r[2], r[4]
+    return {"info_hash": info_hash, "info_hash_v1": r[1], "info_hash_v2": v2, "version": r[3], "name": name,
+            "total_size": int(r[5]), "num_files": int(r[6]),
+            "piece_length": None if r[7] is None else int(r[7]), "private": r[8],
+            "first_seen": _pg_time(r[9]), "last_seen": _pg_time(r[10]), "times_seen": int(r[11]), "peer": r[12],
+            "metadata_size": None if r[13] is None else int(r[13]), "seeders": None, "leechers": None,
+            "magnet": magnet(info_hash, name, v2), "score": score}
+
+
+def _pg_like(word: str) -> str:
+    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _pg_search(db: Any, words: List[str], *, limit: int, offset: int, sort: str, order: Optional[str],
+               filters: List[Tuple[str, Any]]) -> Tuple[int, List[Dict[str, Any]]]:
+    params: List[Any] = []
+
+    def p(value: Any) -> str:
+        params.append(value)
+        return f"${len(params)}"
+
+    where: List[str] = []
+    for w in words:
+        k = p(_pg_like(w))
+        where.append(f"(t.name ILIKE {k} OR EXISTS (SELECT 1 FROM files f WHERE f.info_hash = t.info_hash "
+                     f"AND f.path ILIKE {k}))")
+    for cond, value in filters:
+        if value is not None:
+            where.append(cond.replace("?", p(value)))
+    clause = (" WHERE " + " AND ".join(where)) if where else ""
+    if words:
+        ks = [f"${i + 1}" for i in range(len(words))]  # the words' patterns come first
+        hits = " + ".join(f"(t.name ILIKE {k})::int" for k in ks)
+        cover = " + ".join(f"(t.name ILIKE {k})::int * {len(w)}" for k, w in zip(ks, words))
+        score = f"(({hits}) + least(1.0, ({cover})::float8 / greatest(1, length(t.name))))"
+    else:
+        score = "NULL::float8"
+    desc = "ASC" if order == "asc" else "DESC"
+    by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
+          "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}"}.get(sort)
+    if by is None:
+        by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
+    with _pg_connection(db) as conn:
+        total = int(conn.execute(f"SELECT count(*) FROM torrents t{clause}", params)[0][0])
+        if limit == 0 or offset >= total:
+            return total, []
+        n = len(params)
+        rows = conn.execute(f"SELECT {_PG_COLUMNS}, {score} AS score FROM torrents t{clause} "
+                            f"ORDER BY {by}, t.info_hash LIMIT ${n + 1} OFFSET ${n + 2}",
+                            (*params, int(limit), int(offset)))
+    return total, [_pg_row(r[:-1], None if r[-1] is None else round(float(r[-1]), 4)) for r in rows]
+
+
+def _pg_torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
+    text = info_hash.strip().lower()
+    with _pg_connection(db) as conn:
+        rows = conn.execute(
+            f"SELECT {_PG_COLUMNS} FROM torrents t WHERE t.info_hash = $1 OR t.info_hash IN "
+            "(SELECT h.info_hash FROM hashes h WHERE h.hash = $1 OR (length(h.hash) = 64 AND left(h.hash, 40) = $1) "
+            "OR left($1, 40) = h.hash) LIMIT 1", (text,))
+        if not rows:
+            return None
+        out = _pg_row(rows[0])
+        del out["score"]
+        out["files"] = [{"path": path, "size": int(size)} for path, size in conn.execute(
+            "SELECT path, size FROM files WHERE info_hash = $1 ORDER BY idx", (out["info_hash"],))]
+        out["files_stored"] = len(out["files"])
+        return out
+
+
+def _pg_stats(db: Any) -> Dict[str, Any]:
+    with _pg_connection(db) as conn:
+        n, files, size, first, last = conn.execute(
+            "SELECT count(*), coalesce(sum(num_files), 0), coalesce(sum(total_size), 0), min(first_seen), "
+            "max(last_seen) FROM torrents")[0]
+        versions = {"v1": 0, "v2": 0, "hybrid": 0, "unknown": 0}
+        for v, c in conn.execute("SELECT version, count(*) FROM torrents GROUP BY version"):
+            versions[v if v in versions else "unknown"] += int(c)
+        stored = int(conn.execute("SELECT count(*) FROM files")[0][0])
+        trgm = bool(conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'torrents_name_trgm' "
+                                 "AND schemaname = current_schema()")[0][0])
+    return {"torrents": int(n), "files": int(files), "files_stored": stored, "total_size": int(size),
+            "versions": versions, "first_seen": _pg_time(first), "last_seen": _pg_time(last),
+            "tokenizer": "pg_trgm" if trgm else "scan"}

@@ -394,6 +394,16 @@ PG_MIGRATIONS: Migrations = (
         "CREATE INDEX hashes_by_torrent ON hashes(info_hash)",
         "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
     )),
+    ("search: a pg_trgm index on the names, when the extension can be had", (
+        # Without the extension (or the right to create it) search scans: still correct.
+        """DO $$ BEGIN
+            CREATE EXTENSION IF NOT EXISTS pg_trgm;
+            EXECUTE 'CREATE INDEX torrents_name_trgm ON torrents USING gin (lower(name) gin_trgm_ops)';
+        EXCEPTION WHEN OTHERS THEN
+            RAISE NOTICE 'dhtcrawler: no pg_trgm index (%), search scans', SQLERRM;
+        END $$""",
+        "CREATE INDEX torrents_by_first_seen ON torrents(first_seen)",
+    )),
 )
 
 
@@ -415,6 +425,15 @@ class PostgresSink:
             raise
         self.stored = 0
         self.updated = 0
+
+    @property
+    def connection(self) -> Any:
+        """The sink's connection (a dhtcrawler._pg.Connection, for search.py; take ``lock``)."""
+        return self._conn
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
 
     def _migrate(self) -> int:
         return apply_migrations(self._conn.execute, PG_MIGRATIONS, param=lambda n: f"${n}",

@@ -172,3 +172,59 @@ def test_search_command(db):
     assert "2 found" in out.stdout
     assert run_cli("search", "x", "--db", str(db) + ".missing").returncode == 2
     assert run_cli("search", "x", "--db", db, "--sort", "colour").returncode == 2
+
+
+# ---- PostgreSQL (DHTC_TEST_PG) ------------------------------------------------------------
+
+@pytest.fixture
+def pg_db():
+    import os
+    import secrets
+
+    base = os.environ.get("DHTC_TEST_PG")
+    if not base:
+        pytest.skip("DHTC_TEST_PG is not set (tests/pg/start_pg.sh prints a URI)")
+    from dhtcrawler._pg import Connection
+    from dhtcrawler.sinks import PostgresSink
+
+    schema = "search_" + secrets.token_hex(4)
+    admin = Connection(base)
+    admin.execute(f"CREATE SCHEMA {schema}")
+    uri = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
+    try:
+        sink = PostgresSink(uri)
+        sink.uri = uri
+        for t in CORPUS:
+            sink.add(t)
+        yield sink
+        sink.close()
+    finally:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.close()
+
+
+def test_postgresql_search_filters_and_sorts(pg_db):
+    db = pg_db
+    assert names(S.search(db, "ubuntu desktop")) == ["Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "москва")) == ["Тест торрент Москва"]
+    assert names(S.search(db, "夜景")) == ["東京の夜景 写真集"]
+    assert names(S.search(db, "sparrow")) == ["field recordings"]  # a file path
+    assert names(S.search(db, "ubuntu")) == ["Ubuntu 24.04 Desktop amd64", "field recordings"]
+    assert set(names(S.search(db, "", min_size=1_000_000_000))) == {"Ubuntu 24.04 Desktop amd64", "Тест торрент Москва"}
+    assert names(S.search(db, "", max_files=1)) == ["Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "", version="hybrid")) == ["Debian netinst"]
+    assert names(S.search(db, "ubuntu", since="2026-11-02")) == ["field recordings"]
+    assert names(S.search(db, "", sort="first_seen", order="asc")) == [t.name for t in CORPUS]
+    assert names(S.search(db, "", sort="size"))[0] == "Ubuntu 24.04 Desktop amd64"
+    total, page = S.search(db, "", sort="first_seen", limit=2, offset=2)
+    assert total == 5 and [r["name"] for r in page] == [CORPUS[2].name, CORPUS[1].name]
+    hybrid = CORPUS[1]
+    for key in (hybrid.info_hash_v1, hybrid.info_hash_v2, hybrid.info_hash_v2[:40]):
+        t = S.torrent(db, key)
+        assert t["name"] == hybrid.name and t["first_seen"] == "2026-11-15T00:00:00Z"
+        assert t["files"] == [{"path": f.path, "size": f.size} for f in hybrid.files]
+    st = S.stats(db)
+    assert st["torrents"] == 5 and st["versions"]["hybrid"] == 1
+    out = run_cli("search", "東京", "--store", db.uri, "--json")
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["東京の夜景 写真集"]
