@@ -77,6 +77,18 @@ def _connection(db: Any, functions: bool = False) -> Iterator[sqlite3.Connection
             conn.close()
 
 
+def _has_sql(column: str, word: str) -> Tuple[str, str]:
+    """SQL testing that ``column`` holds ``word``, and its argument: LIKE for an ASCII word
+    (its case folding is then exact, and it is native), else dhtc_has."""
+    if word.isascii():
+        return f"{column} LIKE ? ESCAPE '\\'", _like(word)
+    return f"dhtc_has({column}, ?)", word.lower()
+
+
+def _like(word: str) -> str:
+    return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def _prepare(conn: sqlite3.Connection) -> None:
     """Registers dhtc_has (search() needs it). SQLite refuses while another statement of the
     connection runs: it is then taken to be registered by an earlier call."""
@@ -228,9 +240,10 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
         else:
             source = "torrents t"
         for w in words:  # each word, exactly: in the name or in a stored path
-            where.append("(dhtc_has(t.name, ?) OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id "
-                         "AND dhtc_has(f.path, ?)))")
-            params += [w.lower(), w.lower()]
+            in_name, arg = _has_sql("t.name", w)
+            in_path, _ = _has_sql("f.path", w)
+            where.append(f"({in_name} OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id AND {in_path}))")
+            params += [arg, arg]
         for cond, value in (("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
                             ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
                             ("t.version = ?", version), ("t.first_seen >= ?", since_s)):
@@ -240,12 +253,13 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
         clause = (" WHERE " + " AND ".join(where)) if where else ""
         # relevance: words found in the name, then the share of the name they cover
         if words:
-            hits = " + ".join("dhtc_has(t.name, ?)" for _ in words)
-            cover = " + ".join("dhtc_has(t.name, ?) * ?" for _ in words)
+            tests = [_has_sql("t.name", w) for w in words]
+            hits = " + ".join(f"({sql})" for sql, _ in tests)
+            cover = " + ".join(f"({sql}) * ?" for sql, _ in tests)
             score = f"(({hits}) + min(1.0, (0.0 + {cover}) / max(1, length(t.name))))"
-            score_params: List[Any] = [w.lower() for w in words]
-            for w in words:
-                score_params += [w.lower(), len(w)]
+            score_params: List[Any] = [arg for _, arg in tests]
+            for (_, arg), w in zip(tests, words):
+                score_params += [arg, len(w)]
         else:
             score, score_params = "NULL", []
         desc = "ASC" if order == "asc" else "DESC"
@@ -253,13 +267,18 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
               "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}"}.get(sort)
         if by is None:  # relevance, swarm
             by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
-        total = int(conn.execute(f"SELECT count(*) FROM {source}{clause}", params).fetchone()[0])
-        if limit == 0 or offset >= total:
-            return total, []
-        rows = conn.execute(f"SELECT {_COLUMNS}, {score} AS score FROM {source}{clause} "
-                            f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?",
-                            (*score_params, *params, int(limit), int(offset)))
-        return total, [_row(r[:-1], None if r[-1] is None else round(float(r[-1]), 4)) for r in rows]
+        rows = []
+        if limit > 0:  # one pass: the page, and the count of every match beside it
+            rows = conn.execute(f"SELECT {_COLUMNS}, {score} AS score, count(*) OVER () FROM {source}{clause} "
+                                f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?",
+                                (*score_params, *params, int(limit), int(offset))).fetchall()
+        if rows:
+            total = int(rows[0][-1])
+        elif limit > 0 and offset == 0:
+            total = 0  # the first page is empty: nothing matches
+        else:
+            total = int(conn.execute(f"SELECT count(*) FROM {source}{clause}", params).fetchone()[0])
+        return total, [_row(r[:-2], None if r[-2] is None else round(float(r[-2]), 4)) for r in rows]
 
 
 def _key(info_hash: str) -> Optional[bytes]:

@@ -64,6 +64,9 @@ def test_latin_cyrillic_and_cjk_names_are_found(db):
     assert names(S.search(db, "夜景")) == ["東京の夜景 写真集"]          # a 2-character CJK word
     assert names(S.search(db, "東京の夜")) == ["東京の夜景 写真集"]      # a CJK substring
     assert S.search(db, "nothing-like-this")[0] == 0
+    # LIKE's wildcards are plain characters in a word
+    assert S.search(db, "ubuntu_24")[0] == 0 and S.search(db, "24%04")[0] == 0
+    assert names(S.search(db, "ubuntu-24.04")) == ["Ubuntu 24.04 Desktop amd64"]
 
 
 def test_file_paths_are_searched_and_the_name_ranks_first(db):
