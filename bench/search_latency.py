@@ -88,6 +88,8 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--db", help="the database file (default: a temporary one; an existing file is reused)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary database")
+    ap.add_argument("--window", type=int, default=S.DEFAULT_WINDOW,
+                    help=f"search()'s candidate window (default {S.DEFAULT_WINDOW}; 0: none)")
     args = ap.parse_args()
     rng = random.Random(42)
     vocab = vocabulary(rng, 20_000)
@@ -109,14 +111,15 @@ def main() -> int:
     n = conn.execute("SELECT count(*) FROM torrents").fetchone()[0]
     qrng = random.Random(7)
     out = {"bench": "search_latency", "torrents": n, "tokenizer": S.tokenizer(conn),
-           "db_bytes": os.path.getsize(path), "build_secs": round(built, 1), "queries": args.queries}
+           "db_bytes": os.path.getsize(path), "build_secs": round(built, 1), "queries": args.queries,
+           "window": args.window or None}
     for label, k in (("one_word", 1), ("three_words", 3)):
         times, totals = [], []
         queries = [" ".join(qrng.choices(vocab, weights, k=k)) for _ in range(args.queries)]
         S.search(conn, queries[0])  # warm the page cache
         for q in queries:
             t0 = time.perf_counter()
-            total, _rows = S.search(conn, q, limit=20)
+            total, _rows = S.search(conn, q, limit=20, window=args.window or None)
             times.append((time.perf_counter() - t0) * 1000)
             totals.append(total)
         out[label] = {"p50_ms": round(percentile(times, 50), 2), "p95_ms": round(percentile(times, 95), 2),
