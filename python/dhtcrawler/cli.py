@@ -562,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
     crawl.add_argument("--quiet", action="store_true", help="no status line")
     crawl.add_argument("--max-files", type=_count, metavar="N",
-                       help="store at most N file rows per torrent in SQLite (the file count and total "
+                       help="store at most N file rows per torrent (SQLite only; the file count and total "
                             "size still cover every file; default: all)")
 
     search = sub.add_parser("search", help="search the torrents in the database")
