@@ -151,9 +151,9 @@ stage_python() {
     failed=$((failed + 1)); failures+=("python: pip could not install pytest and jsonschema"); return
   fi
   # The wheel build compiles the core once more; its build directory is kept, so a re-run
-  # only rebuilds what changed.
+  # only rebuilds what changed. The extras: psycopg (--store) and zstandard (.zst dumps).
   if ! CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-        --config-settings=build-dir="$out/python-wheel" "$root"; then
+        --config-settings=build-dir="$out/python-wheel" "$root[postgresql,zstd]"; then
     failed=$((failed + 1)); failures+=("python: pip install . failed"); return
   fi
   # The test network program from the release build, until the wheel carries its own.

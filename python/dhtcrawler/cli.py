@@ -224,10 +224,11 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
 def _open_sinks(args: argparse.Namespace) -> tuple:
     """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream. An
     unreachable server is a start-up failure (exit 1); a bad file or path a usage error (2)."""
-    from ._libpq import PgError
+    from ._pg import PgError
 
     try:
-        db = PostgresSink(args.store) if args.store else SqliteSink(args.db or DEFAULT_DB)
+        db = (PostgresSink(args.store) if args.store
+              else SqliteSink(args.db or DEFAULT_DB, max_files=args.max_files))
     except PgError as e:
         raise StartError(f"--store: {e}") from None
     except Exception as e:  # sqlite3.Error, SchemaError, OSError
@@ -303,6 +304,122 @@ def run_crawl(args: argparse.Namespace) -> int:
         for sink in (jsonl, db):
             if sink is not None:
                 sink.close()
+
+
+# ---- search -------------------------------------------------------------------------------
+
+def _open_db_for_reading(args: argparse.Namespace) -> Any:
+    """A read-only connection on --db (it must exist and hold the torrent tables)."""
+    import sqlite3
+
+    from .sinks import COMPONENT, SCHEMA_VERSION
+
+    path = args.db or DEFAULT_DB
+    if not os.path.exists(path):
+        raise UsageError(f"--db {path}: no such file")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        row = conn.execute("SELECT version FROM schema_migrations WHERE component = ?", (COMPONENT,)).fetchone()
+    except sqlite3.Error as e:
+        raise UsageError(f"--db {path}: {e}") from None
+    if row is None or int(row[0]) < 2:
+        conn.close()
+        raise UsageError(f"--db {path}: no torrent tables of schema version 2 or later "
+                         "(open it once with `dhtcrawler crawl` or a newer dhtcrawler to migrate it)")
+    if int(row[0]) > SCHEMA_VERSION:
+        conn.close()
+        raise UsageError(f"--db {path}: written by a newer dhtcrawler (schema {row[0]})")
+    return conn
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from . import search as S
+
+    from ._pg import Connection, PgError
+
+    if args.store:
+        if args.db:
+            raise UsageError("--db and --store exclude each other")
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            raise UsageError(f"--store {args.store}: expected a postgresql://user@host:port/database URI")
+        try:
+            conn: Any = Connection(args.store)
+        except PgError as e:
+            raise StartError(f"--store: {e}") from None
+    else:
+        conn = _open_db_for_reading(args)
+    try:
+        total, rows = S.search(conn, " ".join(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
+                               order=args.order, min_size=args.min_size, max_size=args.max_size,
+                               min_files=args.min_files, max_files=args.max_files, version=args.version,
+                               since=args.since)
+    except S.QueryError as e:
+        raise UsageError(str(e)) from None
+    except PgError as e:
+        raise StartError(f"--store: {e}") from None
+    finally:
+        conn.close()
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
+        return EXIT_OK
+    print(f"{total} found" + (f", showing {args.offset + 1}-{args.offset + len(rows)}" if rows else ""))
+    if rows:
+        print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'info hash':<40}  name")
+        for r in rows:
+            print(f"{_human_size(r['total_size']):>10}  {r['num_files']:>6}  {r['first_seen'][:10]:<10}  "
+                  f"{r['version'] or '?':<7}  {r['info_hash']:<40}  {r['name']}")
+    return EXIT_OK
+
+
+# ---- export, import ------------------------------------------------------------------------
+
+def _ensure_retry_store(path: str) -> None:
+    """Opens (and so creates or migrates) the retry store in the database file, as a crawl
+    on it would, without starting anything."""
+    options = {"port": 0, "bind_v4": "127.0.0.1", "allow_private_addresses": True,
+               "crawl": {"bootstrap": {"sources": []}},
+               "retry": {"store": {"kind": "sqlite", "path": os.path.abspath(path)}}}
+    try:
+        Crawler(options).close(timeout=None)
+    except StoreError as e:
+        raise UsageError(f"--db {path}: {e.message}") from None
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .dumps import DumpError, export
+
+    conn = _open_db_for_reading(args)
+    conn.close()
+    try:
+        n = export(args.db or DEFAULT_DB, args.output, since=args.since)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"-o {args.output}: {e.strerror or e}") from None
+    if args.output not in (None, "-"):
+        print(f"dhtcrawler: exported {n} torrents to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from .dumps import DumpError, import_files
+
+    for path in args.files:
+        if path != "-" and not os.path.isfile(path):
+            raise UsageError(f"{path}: no such file")
+    db = args.db or DEFAULT_DB
+    started = time.monotonic()
+    try:
+        counts = import_files(db, args.files, refetch=args.refetch, ensure_retry_store=_ensure_retry_store)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{type(e).__name__}: {e}") from None
+    secs = time.monotonic() - started
+    print(f"dhtcrawler: imported {counts['read']} torrents into {db} ({counts['new']} new, {counts['merged']} "
+          f"merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"), file=sys.stderr)
+    return EXIT_OK
 
 
 # ---- demo ---------------------------------------------------------------------------------
@@ -394,6 +511,26 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in units and t[-1:] else ""
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size (bytes, or with K, M, G, T), got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected a size >= 0, got {text!r}")
+    return int(value)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -424,6 +561,39 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--options", metavar="FILE.json", help="options document (flags override it)")
     crawl.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
     crawl.add_argument("--quiet", action="store_true", help="no status line")
+    crawl.add_argument("--max-files", type=_count, metavar="N",
+                       help="store at most N file rows per torrent (SQLite only; the file count and total "
+                            "size still cover every file; default: all)")
+
+    search = sub.add_parser("search", help="search the torrents in the database")
+    search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path "
+                                                 "(none: every torrent)")
+    search.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    search.add_argument("--store", metavar="postgresql://...", help="search a fleet's PostgreSQL database instead")
+    search.add_argument("--limit", type=_count, default=20, metavar="N", help="results to show (default 20)")
+    search.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N results")
+    search.add_argument("--sort", default="relevance",
+                        help="relevance (default), size, first_seen, last_seen, files, swarm (= relevance "
+                             "until swarm sizes are stored)")
+    search.add_argument("--order", choices=("asc", "desc"), help="for size, first_seen...: default desc")
+    search.add_argument("--min-size", type=_size, metavar="SIZE", help="e.g. 700M, 4G")
+    search.add_argument("--max-size", type=_size, metavar="SIZE")
+    search.add_argument("--min-files", type=_count, metavar="N")
+    search.add_argument("--max-files", type=_count, metavar="N")
+    search.add_argument("--version", choices=("v1", "v2", "hybrid"), help="BitTorrent version of the torrent")
+    search.add_argument("--since", metavar="TIME", help="first seen at or after (RFC 3339, a date, or Unix seconds)")
+    search.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    export = sub.add_parser("export", help="write the database's torrents as JSON lines (.zst: compressed)")
+    export.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    export.add_argument("--since", metavar="TIME", help="only torrents seen at or after (RFC 3339, a date, Unix seconds)")
+    export.add_argument("-o", "--output", metavar="FILE[.zst]", help="default: standard output")
+
+    imp = sub.add_parser("import", help="merge dumps (JSON lines, .zst) or magnetico databases into the database")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    imp.add_argument("--refetch", action="store_true",
+                     help="do not mark the imported hashes delivered (a crawl fetches them again)")
 
     demo = sub.add_parser("demo", help="a loopback test network and a crawler, torrents arriving")
     demo.add_argument("--duration", type=_positive_seconds, default=60.0, metavar="SECONDS")
@@ -447,6 +617,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             return run_crawl(args)
         if args.command == "demo":
             return run_demo(args)
+        if args.command == "search":
+            return run_search(args)
+        if args.command == "export":
+            return run_export(args)
+        if args.command == "import":
+            return run_import(args)
     except UsageError as e:
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
