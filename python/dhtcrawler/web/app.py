@@ -163,9 +163,7 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
             total, rows = queries.search(conn, q, limit, offset, sort)
             items = []
             for row in rows:
-                files = conn.execute("SELECT path, size FROM files WHERE info_hash = ? ORDER BY size DESC LIMIT 500",
-                                     (row["info_hash"],)).fetchall()
-                cat = categories.category(row["name"], files)
+                cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
                 # A torrent's category is a parent (5000); a client asking for 5040 wants it too.
                 if not wanted or cat in wanted or cat in {w // 1000 * 1000 for w in wanted}:
                     items.append((row, cat))

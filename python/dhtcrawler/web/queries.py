@@ -8,7 +8,9 @@ text search behind the same three functions:
     torrent(conn, info_hash) -> dict or None
     stats(conn) -> dict
 
-``conn`` is a sqlite3 connection. Rows are plain dicts in the JSON API's form (docs/api.md).
+with, beside them, ``SORTS`` (the sort names search() takes), ``is_info_hash(text)`` and
+``largest_files(conn, info_hash, limit)`` (for the Torznab category). ``conn`` is a sqlite3
+connection. Rows are plain dicts in the JSON API's form (docs/api.md).
 """
 
 from __future__ import annotations
@@ -114,6 +116,12 @@ def files_of(conn: sqlite3.Connection, info_hash: str, limit: int = MAX_FILES) -
     rows = conn.execute("SELECT path, size FROM files WHERE info_hash = ? ORDER BY idx LIMIT ?",
                         (info_hash, limit)).fetchall()
     return [{"path": r[0], "size": int(r[1])} for r in rows]
+
+
+def largest_files(conn: sqlite3.Connection, info_hash: str, limit: int) -> List[Tuple[str, int]]:
+    """(path, size) of a torrent's ``limit`` largest files, largest first."""
+    return [(r[0], int(r[1])) for r in conn.execute(
+        "SELECT path, size FROM files WHERE info_hash = ? ORDER BY size DESC LIMIT ?", (info_hash, limit))]
 
 
 def torrent(conn: sqlite3.Connection, info_hash: str) -> Optional[Dict[str, Any]]:
