@@ -5,7 +5,6 @@ opens a torrent page and finds its file tree."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Iterator
 
