@@ -1,5 +1,8 @@
 """Running the application: uvicorn on a socket bound here (so port 0 works and a bad
-address is reported before anything starts), in the calling thread or a daemon thread."""
+address is reported before anything starts), in the calling thread or a daemon thread.
+
+Bounded: at most MAX_CONNECTIONS connections and requests at once (uvicorn answers 503 past
+that), idle keep-alive connections closed after KEEP_ALIVE_SECS."""
 
 from __future__ import annotations
 
@@ -7,6 +10,9 @@ import asyncio
 import socket
 import threading
 from typing import Any, Optional, Tuple
+
+MAX_CONNECTIONS = 128
+KEEP_ALIVE_SECS = 5
 
 
 def bind(address: Tuple[str, int]) -> socket.socket:
@@ -16,7 +22,7 @@ def bind(address: Tuple[str, int]) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(MAX_CONNECTIONS)
     except OSError:
         sock.close()
         raise
@@ -32,7 +38,9 @@ class WebServer:
 
         self._sock = bind(address)
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                                     lifespan="off", server_header=False))
+                                                     lifespan="off", server_header=False,
+                                                     limit_concurrency=MAX_CONNECTIONS,
+                                                     timeout_keep_alive=KEEP_ALIVE_SECS))
         self._thread: Optional[threading.Thread] = None
 
     @property
