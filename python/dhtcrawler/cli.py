@@ -1,5 +1,5 @@
 """The `dhtcrawler` command: crawl into SQLite (or, in a fleet, PostgreSQL) and JSON lines,
-run the test network, demo.
+serve the search page, JSON API and Torznab, run the test network, demo.
 
 Exit status: 0 after a clean stop (--duration, SIGINT, SIGTERM), 2 for bad options or
 arguments (one line on stderr), 1 for other failures.
@@ -221,6 +221,59 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
     return server
 
 
+def _web_app(args: argparse.Namespace, db_path: str, metrics: Optional[Callable[[], str]], spec: str,
+             flag: str) -> Any:
+    """The web server for ``serve`` and ``crawl --serve``: its address parsed, its key
+    chosen (printed once when generated), its socket bound. Usage errors exit 2."""
+    from .metrics_server import parse_host_port
+
+    try:
+        address = parse_host_port(spec)
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
+    try:
+        from .web import auth
+        from .web.app import SqliteDatabase, create_app
+        from .web.server import WebServer
+    except ImportError as e:
+        raise StartError(f"{flag} needs the serve extra (pip install 'dhtcrawler[serve]'): {e}") from None
+    key = None
+    if auth.auth_required(address[0], args.auth):
+        key, generated = auth.choose_key(args.api_key)
+        if generated:
+            print(f"dhtcrawler: API key (give it as ?apikey=, X-Api-Key, or the basic-auth password): {key}",
+                  file=sys.stderr, flush=True)
+    try:
+        db = SqliteDatabase(db_path)
+    except Exception as e:  # sqlite3.Error: not a crawl database
+        raise UsageError(f"--db {db_path}: {e}") from None
+    app = create_app(db, api_key=key, metrics=metrics, version=__version__)
+    try:
+        return WebServer(app, address)
+    except OSError as e:
+        raise UsageError(f"{flag} {spec}: {e.strerror or e}") from None
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    if args.store:
+        raise UsageError("--store: serving a PostgreSQL store is not supported yet; serve a --db file")
+    path = args.db or DEFAULT_DB
+    if not os.path.exists(path):
+        raise UsageError(f"--db {path}: no such file (crawl into it first)")
+    server = _web_app(args, path, None, args.listen, "--listen")
+    print(f"dhtcrawler {__version__}: serving {path} on {server.url}", file=sys.stderr, flush=True)
+    # uvicorn stops on SIGINT/SIGTERM and passes the signal on: to these, so the exit is clean.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run()
+    finally:
+        server.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("dhtcrawler: stopped serving", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
 def _open_sinks(args: argparse.Namespace) -> tuple:
     """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream. An
     unreachable server is a start-up failure (exit 1); a bad file or path a usage error (2)."""
@@ -257,12 +310,17 @@ def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawle
 def run_crawl(args: argparse.Namespace) -> int:
     crawler = _create_crawler(args, crawl_options(args))
     db = jsonl = None
-    metrics = status = None
+    metrics = status = web = None
     try:
         db, jsonl = _open_sinks(args)
         store = _Store(db, jsonl)
         crawler.on_torrent(store, ack=True)
         metrics = _serve_metrics(args.metrics, crawler)
+        if args.serve:
+            if args.store:
+                raise UsageError("--serve: serving a PostgreSQL store is not supported yet; crawl into a --db file")
+            web = _web_app(args, db.path, crawler.metrics, args.serve, "--serve")
+            web.start()
         if not args.quiet:
             status = StatusLine(crawler, lambda: store.accepted)
         store.report = _error_printer(status)
@@ -275,7 +333,8 @@ def run_crawl(args: argparse.Namespace) -> int:
                 endpoints = ", ".join(crawler.endpoints)
                 print(f"dhtcrawler {__version__}: crawling on {endpoints}; storing into {db.path}"
                       + (f" and {args.out}" if args.out else "")
-                      + (f"; metrics on http://{args.metrics}/metrics" if args.metrics else ""),
+                      + (f"; metrics on http://{args.metrics}/metrics" if args.metrics else "")
+                      + (f"; serving on {web.url}" if web is not None else ""),
                       file=sys.stderr, flush=True)
             if status is not None:
                 status.start()
@@ -300,6 +359,8 @@ def run_crawl(args: argparse.Namespace) -> int:
             status.stop()
         if metrics is not None:
             metrics.close()
+        if web is not None:
+            web.close()
         crawler.close(timeout=None)
         for sink in (jsonl, db):
             if sink is not None:
@@ -536,6 +597,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _web_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--auth", choices=("auto", "on", "off"), default="auto",
+                   help="require the API key: auto (default) requires it when listening beyond loopback")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="the API key (default: $DHTCRAWLER_API_KEY, else a new one printed at start)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dhtcrawler", description="BitTorrent DHT crawler.")
     parser.add_argument("--version", action="version", version=f"dhtcrawler {__version__}")
@@ -560,6 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--duration", type=_positive_seconds, metavar="SECONDS", help="stop after this long")
     crawl.add_argument("--options", metavar="FILE.json", help="options document (flags override it)")
     crawl.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
+    crawl.add_argument("--serve", metavar="HOST:PORT",
+                       help="also serve the search page, API, Torznab and /metrics (see dhtcrawler serve)")
+    _web_flags(crawl)
     crawl.add_argument("--quiet", action="store_true", help="no status line")
     crawl.add_argument("--max-files", type=_count, metavar="N",
                        help="store at most N file rows per torrent (SQLite only; the file count and total "
@@ -595,6 +666,13 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--refetch", action="store_true",
                      help="do not mark the imported hashes delivered (a crawl fetches them again)")
 
+    serve = sub.add_parser("serve", help="the search page, a JSON API and Torznab over a crawl's database")
+    serve.add_argument("--db", metavar="FILE.sqlite", help=f"the crawl's SQLite database (default ./{DEFAULT_DB})")
+    serve.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database (not yet)")
+    serve.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                       help="address to listen on (default 127.0.0.1:8080)")
+    _web_flags(serve)
+
     demo = sub.add_parser("demo", help="a loopback test network and a crawler, torrents arriving")
     demo.add_argument("--duration", type=_positive_seconds, default=60.0, metavar="SECONDS")
     demo.add_argument("--out", metavar="FILE.jsonl|-")
@@ -623,6 +701,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return run_export(args)
         if args.command == "import":
             return run_import(args)
+        if args.command == "serve":
+            return run_serve(args)
     except UsageError as e:
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
