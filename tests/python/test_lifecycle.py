@@ -432,8 +432,10 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 while not entered.wait(0.05):
     s.sendto(bencode({"t": b"aa", "y": "q", "q": "get_peers",
                       "a": {"id": os.urandom(20), "info_hash": os.urandom(20)}}), ("127.0.0.1", port_of(c.endpoints[0])))
-print("blocked", flush=True)
 try:
+    # Inside the try: the parent sends SIGINT as soon as it reads this line, so the
+    # KeyboardInterrupt may come before c.run() is entered (still while the callback blocks).
+    print("blocked", flush=True)
     c.run()
     out = {"interrupted": False}
 except KeyboardInterrupt:
