@@ -221,10 +221,12 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
     return server
 
 
-def _web_app(args: argparse.Namespace, db_path: str, metrics: Optional[Callable[[], str]], spec: str,
+def _web_app(args: argparse.Namespace, db_path: Optional[str], metrics: Optional[Callable[[], str]], spec: str,
              flag: str) -> Any:
-    """The web server for ``serve`` and ``crawl --serve``: its address parsed, its key
-    chosen (printed once when generated), its socket bound. Usage errors exit 2."""
+    """The web server for ``serve`` and ``crawl --serve``, over ``db_path`` (a SQLite file)
+    or, when it is None, ``args.store`` (PostgreSQL): its address parsed, its key chosen
+    (printed once when generated), its socket bound. Usage errors exit 2; an unreachable
+    --store server is a start-up failure (exit 1)."""
     from .metrics_server import parse_host_port
 
     try:
@@ -233,7 +235,7 @@ def _web_app(args: argparse.Namespace, db_path: str, metrics: Optional[Callable[
         raise UsageError(f"{flag}: {e}") from None
     try:
         from .web import auth
-        from .web.app import SqliteDatabase, create_app
+        from .web.app import PostgresDatabase, SqliteDatabase, create_app
         from .web.server import WebServer
     except ImportError as e:
         raise StartError(f"{flag} needs the serve extra (pip install 'dhtcrawler[serve]'): {e}") from None
@@ -243,10 +245,19 @@ def _web_app(args: argparse.Namespace, db_path: str, metrics: Optional[Callable[
         if generated:
             print(f"dhtcrawler: API key (give it as ?apikey=, X-Api-Key, or the basic-auth password): {key}",
                   file=sys.stderr, flush=True)
-    try:
-        db = SqliteDatabase(db_path)
-    except Exception as e:  # sqlite3.Error: not a crawl database
-        raise UsageError(f"--db {db_path}: {e}") from None
+    db: Any
+    if db_path is None:
+        from ._pg import PgError
+
+        try:
+            db = PostgresDatabase(args.store)
+        except PgError as e:
+            raise StartError(f"--store: {e}") from None
+    else:
+        try:
+            db = SqliteDatabase(db_path)
+        except Exception as e:  # sqlite3.Error: not a crawl database
+            raise UsageError(f"--db {db_path}: {e}") from None
     app = create_app(db, api_key=key, metrics=metrics, version=__version__)
     try:
         return WebServer(app, address)
@@ -255,13 +266,19 @@ def _web_app(args: argparse.Namespace, db_path: str, metrics: Optional[Callable[
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    if args.store:
-        raise UsageError("--store: serving a PostgreSQL store is not supported yet; serve a --db file")
-    path = args.db or DEFAULT_DB
-    if not os.path.exists(path):
+    if args.store and args.db:
+        raise UsageError("give --db or --store, not both")
+    path = None if args.store else (args.db or DEFAULT_DB)
+    if path is not None and not os.path.exists(path):
         raise UsageError(f"--db {path}: no such file (crawl into it first)")
     server = _web_app(args, path, None, args.listen, "--listen")
-    print(f"dhtcrawler {__version__}: serving {path} on {server.url}", file=sys.stderr, flush=True)
+    if path is None:
+        from ._pg import describe
+
+        what = describe(args.store)
+    else:
+        what = path
+    print(f"dhtcrawler {__version__}: serving {what} on {server.url}", file=sys.stderr, flush=True)
     # uvicorn stops on SIGINT/SIGTERM and passes the signal on: to these, so the exit is clean.
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -317,9 +334,7 @@ def run_crawl(args: argparse.Namespace) -> int:
         crawler.on_torrent(store, ack=True)
         metrics = _serve_metrics(args.metrics, crawler)
         if args.serve:
-            if args.store:
-                raise UsageError("--serve: serving a PostgreSQL store is not supported yet; crawl into a --db file")
-            web = _web_app(args, db.path, crawler.metrics, args.serve, "--serve")
+            web = _web_app(args, None if args.store else db.path, crawler.metrics, args.serve, "--serve")
             web.start()
         if not args.quiet:
             status = StatusLine(crawler, lambda: store.accepted)
@@ -644,9 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=_count, default=20, metavar="N", help="results to show (default 20)")
     search.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N results")
     search.add_argument("--sort", default="relevance",
-                        help="relevance (default), size, first_seen, last_seen, files, swarm (= relevance "
-                             "until swarm sizes are stored)")
-    search.add_argument("--order", choices=("asc", "desc"), help="for size, first_seen...: default desc")
+                        help="relevance (default), size, first_seen, last_seen, files, name (A to Z), swarm "
+                             "(= relevance until swarm sizes are stored)")
+    search.add_argument("--order", choices=("asc", "desc"), help="for size, first_seen...: default desc (name: asc)")
     search.add_argument("--min-size", type=_size, metavar="SIZE", help="e.g. 700M, 4G")
     search.add_argument("--max-size", type=_size, metavar="SIZE")
     search.add_argument("--min-files", type=_count, metavar="N")
@@ -668,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="the search page, a JSON API and Torznab over a crawl's database")
     serve.add_argument("--db", metavar="FILE.sqlite", help=f"the crawl's SQLite database (default ./{DEFAULT_DB})")
-    serve.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database (not yet)")
+    serve.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database, instead of --db")
     serve.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                        help="address to listen on (default 127.0.0.1:8080)")
     _web_flags(serve)

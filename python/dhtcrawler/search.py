@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from urllib.parse import quote
 
-SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "swarm")
+SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "name", "swarm")
 VERSIONS = ("v1", "v2", "hybrid")
 MAX_LIMIT = 1000
 DEFAULT_WINDOW = 10_000
@@ -126,13 +126,21 @@ def parse_time(value: Union[None, int, float, str, datetime]) -> Optional[int]:
     return int(dt.timestamp())
 
 
-def magnet(info_hash: str, name: Optional[str] = None, info_hash_v2: Optional[str] = None) -> str:
-    link = f"magnet:?xt=urn:btih:{info_hash}"
+def magnet(info_hash: str, name: Optional[str] = None, info_hash_v2: Optional[str] = None,
+           info_hash_v1: Optional[str] = None) -> str:
+    """A magnet link naming every hash of the torrent: ``xt=urn:btih:`` with the v1 hash
+    (or ``info_hash`` when neither hash is known, as for a magnetico import) and
+    ``xt=urn:btmh:1220...`` with the v2 hash. A v2-only torrent gets no btih: its stored
+    key is a truncated v2 hash, not a v1 hash."""
+    parts = []
+    btih = info_hash_v1 or (None if info_hash_v2 else info_hash)
+    if btih:
+        parts.append(f"xt=urn:btih:{btih}")
     if info_hash_v2:
-        link += f"&xt=urn:btmh:1220{info_hash_v2}"
+        parts.append(f"xt=urn:btmh:1220{info_hash_v2}")
     if name:
-        link += f"&dn={quote(name, safe='')}"
-    return link
+        parts.append(f"dn={quote(name, safe='')}")
+    return "magnet:?" + "&".join(parts)
 
 
 def _hex(b: Optional[bytes]) -> Optional[str]:
@@ -145,12 +153,18 @@ def _row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
             "total_size": r[6], "num_files": r[7], "piece_length": r[8],
             "private": None if r[9] is None else bool(r[9]), "first_seen": rfc3339(r[10]),
             "last_seen": rfc3339(r[11]), "times_seen": r[12], "peer": r[13], "metadata_size": r[14], "seeders": None, "leechers": None,
-            "magnet": magnet(info_hash, r[5], v2), "score": score}
+            "magnet": magnet(info_hash, r[5], v2, v1), "score": score}
 
 
 def tokenizer(conn: sqlite3.Connection) -> str:
     row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'search'").fetchone()
     return "trigram" if row and "trigram" in row[0] else "unicode61"
+
+
+def query_words(query: str, max_words: Optional[int] = None) -> List[str]:
+    """The distinct words of a query (double quotes group a word with spaces), only the
+    first ``max_words`` of them when given."""
+    return list(dict.fromkeys(_words(query or "")))[:max_words]
 
 
 def _words(query: str) -> List[str]:
@@ -189,7 +203,8 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
            order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
            min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
            since: Union[None, int, str, datetime] = None,
-           window: Optional[int] = DEFAULT_WINDOW) -> Tuple[int, List[Dict[str, Any]]]:
+           window: Optional[int] = DEFAULT_WINDOW,
+           max_words: Optional[int] = None) -> Tuple[int, List[Dict[str, Any]]]:
     """Torrents matching ``query`` and the filters: ``(total, rows)``, ``total`` counting
     every match, ``rows`` the page ``offset .. offset+limit`` (limit 0..1000).
 
@@ -208,7 +223,10 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     the index finds for it (before the words are checked and the filters applied) are
     considered, so ``total`` counts matches among those and a common word's oldest
     torrents are left out. ``None`` considers every candidate (slower: see
-    docs/performance.md). A query without words is never windowed."""
+    docs/performance.md). A query without words is never windowed. ``max_words``, when
+    given, keeps only the query's first that many (distinct) words.
+
+    ``name`` sorts by name, case-insensitively, A to Z unless ``order="desc"``."""
     if sort not in SORTS:
         raise QueryError(f"unknown sort {sort!r} (one of {', '.join(SORTS)})")
     if order not in (None, "asc", "desc"):
@@ -220,13 +238,13 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     since_s = parse_time(since)
     if _is_pg(db):
         since_dt = None if since_s is None else datetime.fromtimestamp(since_s, timezone.utc)
-        return _pg_search(db, list(dict.fromkeys(_words(query or ""))), limit=int(limit), offset=int(offset),
+        return _pg_search(db, query_words(query, max_words), limit=int(limit), offset=int(offset),
                           sort=sort, order=order,
                           filters=[("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
                                    ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
                                    ("t.version = ?", version), ("t.first_seen >= ?", since_dt)])
     with _connection(db, functions=True) as conn:
-        words = list(dict.fromkeys(_words(query or "")))
+        words = query_words(query, max_words)
         match = _match(words, tokenizer(conn) == "trigram")
         where: List[str] = []
         params: List[Any] = []
@@ -264,7 +282,8 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
             score, score_params = "NULL", []
         desc = "ASC" if order == "asc" else "DESC"
         by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
-              "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}"}.get(sort)
+              "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}",
+              "name": f"t.name COLLATE NOCASE {'DESC' if order == 'desc' else 'ASC'}"}.get(sort)
         if by is None:  # relevance, swarm
             by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
         rows = []
@@ -291,15 +310,17 @@ def _key(info_hash: str) -> Optional[bytes]:
         return None
 
 
-def torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
+def torrent(db: Any, info_hash: str, *, max_files: Optional[int] = None) -> Optional[Dict[str, Any]]:
     """One torrent by any of its hashes (v1 or v2, 40 or 64 hex), with ``files``: the stored
     file rows ``[{"path", "size"}]`` in the torrent's order (fewer than ``num_files`` when
-    the crawl capped them; ``files_stored`` says how many). None when not held."""
+    the crawl capped them; ``files_stored`` says how many are stored), only the first
+    ``max_files`` when given. None when not held."""
     key = _key(info_hash)
     if key is None:
         return None
+    cap = "" if max_files is None else f" LIMIT {int(max_files)}"
     if _is_pg(db):
-        return _pg_torrent(db, info_hash)
+        return _pg_torrent(db, info_hash, cap)
     with _connection(db) as conn:
         r = conn.execute(f"SELECT {_COLUMNS} FROM hashes h JOIN torrents t ON t.id = h.torrent "
                          "WHERE h.hash = ?", (key,)).fetchone()
@@ -308,9 +329,29 @@ def torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
         out = _row(r)
         del out["score"]
         out["files"] = [{"path": p, "size": s} for p, s in conn.execute(
-            "SELECT path, size FROM files WHERE torrent = ? ORDER BY idx", (r[0],))]
+            f"SELECT path, size FROM files WHERE torrent = ? ORDER BY idx{cap}", (r[0],))]
         out["files_stored"] = len(out["files"])
+        if max_files is not None and len(out["files"]) >= max_files:
+            out["files_stored"] = conn.execute("SELECT count(*) FROM files WHERE torrent = ?", (r[0],)).fetchone()[0]
         return out
+
+
+def largest_files(db: Any, info_hash: str, limit: int) -> List[Tuple[str, int]]:
+    """``(path, size)`` of the ``limit`` largest stored files of the torrent named by
+    ``info_hash`` (any of its hashes, as torrent() takes), largest first; [] when not held."""
+    key = _key(info_hash)
+    if key is None:
+        return []
+    if _is_pg(db):
+        with _pg_connection(db) as pg:
+            return [(p, int(s)) for p, s in pg.execute(
+                "SELECT path, size FROM files WHERE info_hash = (SELECT t.info_hash FROM torrents t "
+                "WHERE t.info_hash = $1 UNION SELECT h.info_hash FROM hashes h WHERE h.hash = $1 LIMIT 1) "
+                "ORDER BY size DESC, idx LIMIT $2", (info_hash.strip().lower(), int(limit)))]
+    with _connection(db) as conn:
+        return [(p, int(s)) for p, s in conn.execute(
+            "SELECT path, size FROM files WHERE torrent = (SELECT torrent FROM hashes WHERE hash = ?) "
+            "ORDER BY size DESC, idx LIMIT ?", (key, int(limit)))]
 
 
 def stats(db: Any) -> Dict[str, Any]:
@@ -381,7 +422,7 @@ def _pg_row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]
             "piece_length": None if r[7] is None else int(r[7]), "private": r[8],
             "first_seen": _pg_time(r[9]), "last_seen": _pg_time(r[10]), "times_seen": int(r[11]), "peer": r[12],
             "metadata_size": None if r[13] is None else int(r[13]), "seeders": None, "leechers": None,
-            "magnet": magnet(info_hash, name, v2), "score": score}
+            "magnet": magnet(info_hash, name, v2, r[1]), "score": score}
 
 
 def _pg_like(word: str) -> str:
@@ -414,7 +455,8 @@ def _pg_search(db: Any, words: List[str], *, limit: int, offset: int, sort: str,
         score = "NULL::float8"
     desc = "ASC" if order == "asc" else "DESC"
     by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
-          "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}"}.get(sort)
+          "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}",
+          "name": f"lower(t.name) {'DESC' if order == 'desc' else 'ASC'}, t.name"}.get(sort)
     if by is None:
         by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
     with _pg_connection(db) as conn:
@@ -428,7 +470,7 @@ def _pg_search(db: Any, words: List[str], *, limit: int, offset: int, sort: str,
     return total, [_pg_row(r[:-1], None if r[-1] is None else round(float(r[-1]), 4)) for r in rows]
 
 
-def _pg_torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
+def _pg_torrent(db: Any, info_hash: str, cap: str = "") -> Optional[Dict[str, Any]]:
     text = info_hash.strip().lower()
     with _pg_connection(db) as conn:
         rows = conn.execute(
@@ -440,8 +482,11 @@ def _pg_torrent(db: Any, info_hash: str) -> Optional[Dict[str, Any]]:
         out = _pg_row(rows[0])
         del out["score"]
         out["files"] = [{"path": path, "size": int(size)} for path, size in conn.execute(
-            "SELECT path, size FROM files WHERE info_hash = $1 ORDER BY idx", (out["info_hash"],))]
+            f"SELECT path, size FROM files WHERE info_hash = $1 ORDER BY idx{cap}", (out["info_hash"],))]
         out["files_stored"] = len(out["files"])
+        if cap:
+            out["files_stored"] = int(conn.execute("SELECT count(*) FROM files WHERE info_hash = $1",
+                                                   (out["info_hash"],))[0][0])
         return out
 
 

@@ -116,7 +116,9 @@ def test_stats(server: Served) -> None:
     validate(doc, "stats")
     assert doc["torrents"] == len(CATALOGUE)
     assert doc["files"] == sum(t.num_files for t in CATALOGUE)
-    assert doc["versions"] == {"v1": len(CATALOGUE) - 2, "v2": 1, "hybrid": 1}
+    assert doc["versions"] == {"v1": len(CATALOGUE) - 2, "v2": 1, "hybrid": 1, "unknown": 0}
+    assert doc["files_stored"] == doc["files"]
+    assert doc["oldest_first_seen"] == doc["first_seen"] and doc["newest_last_seen"] == doc["last_seen"]
 
 
 @pytest.mark.parametrize("query, parameter", [

@@ -43,6 +43,24 @@ class SqliteDatabase:
         return conn
 
 
+class PostgresDatabase:
+    """A fleet's PostgreSQL store (the schema of dhtcrawler.sinks.PostgresSink): one
+    connection per request. Only SELECTs are sent."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        conn = self.connect()  # fails now (PgError), not at the first request
+        try:
+            conn.execute("SELECT 1 FROM torrents LIMIT 1")
+        finally:
+            conn.close()
+
+    def connect(self) -> Any:
+        from .._pg import Connection
+
+        return Connection(self.uri)
+
+
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
@@ -100,11 +118,12 @@ class AuthMiddleware:
 
 def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Callable[[], str]] = None,
                queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "") -> Any:
-    """The ASGI application. ``db`` has ``connect()`` (a SqliteDatabase); ``api_key``, when
+    """The ASGI application. ``db`` has ``connect()`` (a SqliteDatabase or a
+    PostgresDatabase: connections dhtcrawler.search takes); ``api_key``, when
     given, is required on every request; ``metrics`` renders /metrics (beside a crawl);
     ``queries`` provides search(), torrent() and stats() (dhtcrawler.web.queries' signatures)."""
 
-    def with_conn(fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    def with_conn(fn: Callable[[Any], Any]) -> Any:
         conn = db.connect()
         try:
             return fn(conn)
@@ -159,7 +178,7 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         # tvsearch and movie are answered as a q search (season/ep/ids are not indexed).
         sort = default_queries.DEFAULT_SORT if q else "first_seen"
 
-        def run(conn: sqlite3.Connection) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
+        def run(conn: Any) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
             total, rows = queries.search(conn, q, limit, offset, sort)
             items = []
             for row in rows:

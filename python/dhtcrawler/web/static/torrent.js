@@ -55,9 +55,9 @@ async function load() {
   const facts = document.getElementById("facts");
   const rows = [
     ["Info hash v1", t.info_hash_v1 || "—"], ["Info hash v2", t.info_hash_v2 || "—"],
-    ["Version", t.version], ["Size", humanSize(t.total_size) + " (" + t.total_size + " bytes)"],
-    ["Files", String(t.num_files)], ["Piece length", humanSize(t.piece_length)],
-    ["Private", t.private ? "yes" : "no"], ["First seen", day(t.first_seen)], ["Last seen", day(t.last_seen)],
+    ["Version", t.version || "unknown"], ["Size", humanSize(t.total_size) + " (" + t.total_size + " bytes)"],
+    ["Files", String(t.num_files)], ["Piece length", t.piece_length == null ? "unknown" : humanSize(t.piece_length)],
+    ["Private", t.private == null ? "unknown" : (t.private ? "yes" : "no")], ["First seen", day(t.first_seen)], ["Last seen", day(t.last_seen)],
     ["Times seen", String(t.times_seen)], ["Swarm (seeders / leechers)", swarm(t)],
   ];
   for (const [k, v] of rows) {
@@ -66,7 +66,9 @@ async function load() {
   }
   if (t.files_truncated) {
     document.getElementById("files-note").textContent =
-        "The first " + t.files.length + " of " + t.num_files + " files are listed.";
+        t.files.length < t.files_stored
+          ? "The first " + t.files.length + " of " + t.num_files + " files are listed."
+          : "The crawl stored " + t.files.length + " of its " + t.num_files + " files.";
   }
   render(treeOf(t.files), document.getElementById("tree"));
 }
