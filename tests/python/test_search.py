@@ -177,6 +177,30 @@ def test_search_command(db):
     assert run_cli("search", "x", "--db", db, "--sort", "colour").returncode == 2
 
 
+def check_name_sort_word_cap_files_and_magnets(db):
+    """What the web server needs beside search(): sort=name, max_words, torrent(max_files),
+    largest_files, and magnet links naming exactly the hashes a torrent has."""
+    latin = ["Debian netinst", "field recordings", "Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "", sort="name"))[:3] == latin  # A to Z, case-insensitively
+    assert names(S.search(db, "", sort="name", order="desc"))[-3:] == latin[::-1]
+    assert S.search(db, "ubuntu nothing-like-this")[0] == 0
+    assert S.search(db, "ubuntu nothing-like-this", max_words=1)[0] == 2
+    assert S.query_words('ubuntu "two words" ubuntu x', 2) == ["ubuntu", "two words"]
+    hybrid, v2_only = CORPUS[1], CORPUS[2]
+    for key in (hybrid.info_hash_v1, hybrid.info_hash_v2):
+        assert S.largest_files(db, key, 1) == [("debian/netinst.iso", 600_000_000)]
+    assert S.largest_files(db, "00" * 20, 5) == [] and S.largest_files(db, "xyz", 5) == []
+    t = S.torrent(db, hybrid.info_hash_v1, max_files=1)
+    assert t["files"] == [{"path": "debian/netinst.iso", "size": 600_000_000}] and t["files_stored"] == 2
+    assert t["magnet"].startswith(f"magnet:?xt=urn:btih:{hybrid.info_hash_v1}&xt=urn:btmh:1220{hybrid.info_hash_v2}&dn=")
+    m = S.torrent(db, v2_only.info_hash_v2)["magnet"]
+    assert m.startswith(f"magnet:?xt=urn:btmh:1220{v2_only.info_hash_v2}&dn=") and "btih" not in m
+
+
+def test_name_sort_word_cap_files_and_magnets(db):
+    check_name_sort_word_cap_files_and_magnets(db)
+
+
 # ---- PostgreSQL (DHTC_TEST_PG) ------------------------------------------------------------
 
 @pytest.fixture
@@ -228,6 +252,7 @@ def test_postgresql_search_filters_and_sorts(pg_db):
         assert t["files"] == [{"path": f.path, "size": f.size} for f in hybrid.files]
     st = S.stats(db)
     assert st["torrents"] == 5 and st["versions"]["hybrid"] == 1
+    check_name_sort_word_cap_files_and_magnets(db)
     out = run_cli("search", "東京", "--store", db.uri, "--json")
     assert out.returncode == 0, out.stderr
     assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["東京の夜景 写真集"]

@@ -106,7 +106,9 @@ def test_torrent_by_any_hash(server: Served) -> None:
     doc = get_json(server.url + f"api/v1/torrents/{v2.info_hash_v2}")
     validate(doc, "torrent")
     assert [f["path"] for f in doc["files"]] == [f.path for f in v2.files]
-    assert doc["files_truncated"] is False
+    assert doc["files_truncated"] is False and doc["files_stored"] == len(v2.files)
+    # A v2-only torrent's stored key is a truncated v2 hash: its magnet link names the v2 hash only.
+    assert doc["magnet"].startswith(f"magnet:?xt=urn:btmh:1220{v2.info_hash_v2}&dn=") and "btih" not in doc["magnet"]
     missing = get_json(server.url + "api/v1/torrents/" + "0" * 40, status=404)
     validate(missing, "error")
 
@@ -292,3 +294,62 @@ def test_off_loopback_a_request_without_the_key_is_refused(db: Path) -> None:
     assert result["wrong_key"] == 401
     assert result["with_key"] == 200
     assert result["exit"] == 0
+
+
+# ---- serve --store (PostgreSQL, DHTC_TEST_PG) -----------------------------------------------
+
+def test_serve_store_postgresql() -> None:
+    """The same API and Torznab over a fleet's PostgreSQL written through PostgresSink."""
+    import os
+    import secrets
+
+    base = os.environ.get("DHTC_TEST_PG")
+    if not base:
+        pytest.skip("DHTC_TEST_PG is not set (tests/pg/start_pg.sh prints a URI)")
+    from dhtcrawler._pg import Connection
+    from dhtcrawler.sinks import PostgresSink
+
+    schema = "serve_" + secrets.token_hex(4)
+    admin = Connection(base)
+    admin.execute(f"CREATE SCHEMA {schema}")
+    uri = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
+    try:
+        sink = PostgresSink(uri)
+        for t in CATALOGUE:
+            sink.add(t)
+        sink.close()
+        s = Served(["serve", "--store", uri, "--listen", "127.0.0.1:0"])
+        try:
+            from urllib.parse import urlsplit
+
+            password = urlsplit(base).password
+            assert not password or f":{password}@" not in "".join(s.lines)  # the start line hides it
+            doc = get_json(s.url + "api/v1/search?q=album")
+            validate(doc, "search")
+            assert [r["name"] for r in doc["results"]] == ["Free Music Album"]
+            assert get_json(s.url + "api/v1/search?q=wonderland")["results"][0]["name"] == "Public Domain Books"
+            names = [r["name"] for r in get_json(s.url + "api/v1/search?q=filler&limit=20&sort=name")["results"]]
+            assert names == [f"filler torrent {k:02d}" for k in range(20)]
+            hybrid = next(t for t in CATALOGUE if t.version == "hybrid")
+            doc = get_json(s.url + f"api/v1/torrents/{hybrid.info_hash_v2}")
+            validate(doc, "torrent")
+            assert doc["name"] == hybrid.name and doc["files_truncated"] is False
+            stats = get_json(s.url + "api/v1/stats")
+            validate(stats, "stats")
+            assert stats["torrents"] == len(CATALOGUE) and stats["versions"]["hybrid"] == 1
+            _channel, items = items_of(torznab(s, "t=tvsearch&cat=5040&limit=100"))
+            assert [i.findtext("title") for i in items] == ["Some.Show.S01E02.720p"]
+        finally:
+            assert s.stop() == 0
+    finally:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.close()
+
+
+def test_serve_store_unreachable_is_a_start_failure(tmp_path: Path) -> None:
+    from test_cli import run_cli
+
+    out = run_cli("serve", "--store", "postgresql://nobody:pw@127.0.0.1:1/none", "--listen", "127.0.0.1:0")
+    assert out.returncode == 1 and "--store" in out.stderr and "pw" not in out.stderr, out.stderr
+    out = run_cli("serve", "--store", "postgresql://nobody@127.0.0.1:1/none", "--db", str(tmp_path / "x.sqlite"))
+    assert out.returncode == 2 and "not both" in out.stderr, out.stderr
