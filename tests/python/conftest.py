@@ -7,10 +7,12 @@ its bootstrap overridden, so the public routers are never contacted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import queue
+import secrets
 import socket
 import struct
 import subprocess
@@ -18,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -391,6 +393,34 @@ def testnet_binary():
     if program is None:
         pytest.skip("dhtcrawler-testnet is not built (set DHTCRAWLER_TESTNET)")
     return program
+
+
+# ---- PostgreSQL (DHTC_TEST_PG) ------------------------------------------------------------
+
+@contextlib.contextmanager
+def pg_schema_uri(prefix: str, missing: str = "skip") -> Iterator[Optional[str]]:
+    """A connection string to the test server (DHTC_TEST_PG) whose search_path is a fresh
+    schema ``PREFIX_<random>``, dropped afterwards. Without DHTC_TEST_PG: ``missing`` is
+    "skip" (the test is skipped), "fail" (it fails) or "none" (None is yielded)."""
+    base = os.environ.get("DHTC_TEST_PG")
+    if not base:
+        if missing == "none":
+            yield None
+            return
+        message = "DHTC_TEST_PG is not set (tests/run.sh starts the test server: tests/pg/start_pg.sh prints a URI)"
+        if missing == "fail":
+            pytest.fail(message)
+        pytest.skip(message)
+    from dhtcrawler._pg import Connection
+
+    schema = f"{prefix}_{secrets.token_hex(4)}"
+    admin = Connection(base)
+    admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
+    finally:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.close()
 
 
 # ---- the CLI as a subprocess --------------------------------------------------------------

@@ -7,8 +7,6 @@ tests use the server tests/run.sh starts (DHTC_TEST_PG), each in a schema of its
 
 from __future__ import annotations
 
-import os
-import secrets
 import signal
 import socket
 import sqlite3
@@ -21,7 +19,7 @@ import pytest
 from dhtcrawler._pg import Connection
 from dhtcrawler.sinks import read_jsonl
 
-from conftest import unused_loopback_port, wait_for
+from conftest import pg_schema_uri, unused_loopback_port, wait_for
 from test_cli import Crawl, check_jsonl_matches_db, db_torrents, run_cli
 
 RETRY_DONE = 2
@@ -104,17 +102,8 @@ def test_unreachable_server_is_a_clear_error_at_start(tmp_path):
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
     """A connection string whose search_path is a fresh schema, dropped afterwards."""
-    base = os.environ.get("DHTC_TEST_PG")
-    if not base:
-        pytest.fail("DHTC_TEST_PG is not set: tests/run.sh starts the test server (tests/pg/start_pg.sh)")
-    schema = "cli_" + secrets.token_hex(4)
-    admin = Connection(base)
-    admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
-    finally:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        admin.close()
+    with pg_schema_uri("cli", missing="fail") as uri:
+        yield uri
 
 
 def test_fleet_delivers_each_torrent_once_into_postgresql(tmp_path, testnet_binary, pg_schema):

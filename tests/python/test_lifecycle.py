@@ -28,7 +28,7 @@ import pytest
 
 import dhtcrawler
 
-from conftest import bencode, loopback_options, port_of, wait_for
+from conftest import bencode, loopback_options, pg_schema_uri, port_of, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -98,20 +98,8 @@ def in_thread(fn: Callable[[], Any], name: str) -> threading.Thread:
 
 @pytest.fixture(scope="module")
 def pg_conninfo() -> Iterator[Optional[str]]:
-    base = os.environ.get("DHTC_TEST_PG")
-    if not base:
-        yield None
-        return
-    from dhtcrawler._pg import Connection
-
-    schema = "life_" + secrets.token_hex(4)
-    admin = Connection(base)
-    admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
-    finally:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        admin.close()
+    with pg_schema_uri("life", missing="none") as uri:
+        yield uri
 
 
 @pytest.fixture(params=["none", "sqlite", "postgresql"])

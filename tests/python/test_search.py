@@ -14,6 +14,7 @@ from dhtcrawler import Torrent
 from dhtcrawler import search as S
 from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink, apply_migrations
 
+from conftest import pg_schema_uri
 from test_cli import run_cli
 
 
@@ -205,29 +206,15 @@ def test_name_sort_word_cap_files_and_magnets(db):
 
 @pytest.fixture
 def pg_db():
-    import os
-    import secrets
-
-    base = os.environ.get("DHTC_TEST_PG")
-    if not base:
-        pytest.skip("DHTC_TEST_PG is not set (tests/pg/start_pg.sh prints a URI)")
-    from dhtcrawler._pg import Connection
     from dhtcrawler.sinks import PostgresSink
 
-    schema = "search_" + secrets.token_hex(4)
-    admin = Connection(base)
-    admin.execute(f"CREATE SCHEMA {schema}")
-    uri = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
-    try:
+    with pg_schema_uri("search") as uri:
         sink = PostgresSink(uri)
         sink.uri = uri
         for t in CORPUS:
             sink.add(t)
         yield sink
         sink.close()
-    finally:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        admin.close()
 
 
 def test_postgresql_search_filters_and_sorts(pg_db):

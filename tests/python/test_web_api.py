@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("starlette", reason="the serve extra (starlette, uvicorn) is not installed")
 jsonschema = pytest.importorskip("jsonschema")
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, pg_schema_uri  # noqa: E402
 from webutil import CATALOGUE, Served, make_db  # noqa: E402
 
 from dhtcrawler.web import auth, categories  # noqa: E402
@@ -300,29 +300,18 @@ def test_off_loopback_a_request_without_the_key_is_refused(db: Path) -> None:
 
 def test_serve_store_postgresql() -> None:
     """The same API and Torznab over a fleet's PostgreSQL written through PostgresSink."""
-    import os
-    import secrets
+    from urllib.parse import urlsplit
 
-    base = os.environ.get("DHTC_TEST_PG")
-    if not base:
-        pytest.skip("DHTC_TEST_PG is not set (tests/pg/start_pg.sh prints a URI)")
-    from dhtcrawler._pg import Connection
     from dhtcrawler.sinks import PostgresSink
 
-    schema = "serve_" + secrets.token_hex(4)
-    admin = Connection(base)
-    admin.execute(f"CREATE SCHEMA {schema}")
-    uri = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
-    try:
+    with pg_schema_uri("serve") as uri:
         sink = PostgresSink(uri)
         for t in CATALOGUE:
             sink.add(t)
         sink.close()
         s = Served(["serve", "--store", uri, "--listen", "127.0.0.1:0"])
         try:
-            from urllib.parse import urlsplit
-
-            password = urlsplit(base).password
+            password = urlsplit(uri).password
             assert not password or f":{password}@" not in "".join(s.lines)  # the start line hides it
             doc = get_json(s.url + "api/v1/search?q=album")
             validate(doc, "search")
@@ -341,9 +330,6 @@ def test_serve_store_postgresql() -> None:
             assert [i.findtext("title") for i in items] == ["Some.Show.S01E02.720p"]
         finally:
             assert s.stop() == 0
-    finally:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        admin.close()
 
 
 def test_serve_store_unreachable_is_a_start_failure(tmp_path: Path) -> None:
