@@ -3,6 +3,7 @@ it stores, the search API and /metrics included."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -16,7 +17,7 @@ import pytest
 
 pytest.importorskip("starlette", reason="the serve extra (starlette, uvicorn) is not installed")
 
-from conftest import wait_for  # noqa: E402
+from conftest import pg_schema_uri, wait_for  # noqa: E402
 from test_cli import Crawl  # noqa: E402
 
 
@@ -35,7 +36,17 @@ def fetch(url: str) -> Optional[Any]:
         return None
 
 
-def test_crawl_serve_shows_torrents_as_they_arrive(tmp_path, testnet_binary):
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_crawl_serve_shows_torrents_as_they_arrive(tmp_path, testnet_binary, store):
+    with contextlib.ExitStack() as stack:
+        if store == "postgresql":  # crawl --store URI --serve: the fleet's database, served
+            where = ["--store", stack.enter_context(pg_schema_uri("webcrawl"))]
+        else:
+            where = ["--db", str(tmp_path / "c.sqlite")]
+        crawl_and_serve(tmp_path, testnet_binary, where)
+
+
+def crawl_and_serve(tmp_path, testnet_binary, where) -> None:
     from dhtcrawler.testnet import TestNetwork
 
     torrents = 6
@@ -44,7 +55,7 @@ def test_crawl_serve_shows_torrents_as_they_arrive(tmp_path, testnet_binary):
     port = free_tcp_port()
     base = f"http://127.0.0.1:{port}/"
     with net:
-        crawl = Crawl("--bootstrap", net.bootstrap, "--db", str(tmp_path / "c.sqlite"), "--serve",
+        crawl = Crawl("--bootstrap", net.bootstrap, *where, "--serve",
                       f"127.0.0.1:{port}")
         try:
             crawl.endpoint()
