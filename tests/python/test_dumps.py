@@ -14,7 +14,7 @@ from dhtcrawler import search as S
 from dhtcrawler.dumps import read_dump
 from dhtcrawler.sinks import SqliteSink
 
-from conftest import torrent_schema
+from conftest import ROOT, torrent_schema
 from test_cli import run_cli
 from test_search import CORPUS, make
 
@@ -126,6 +126,16 @@ def test_a_magnetico_database_imports_with_unknown_fields_null(tmp_path):
     assert t["files"] == [{"path": "video/щенок.avi", "size": 1000}, {"path": "info.nfo", "size": 500}]
     assert [r["name"] for r in S.search(db, "щенок")[1]] == ["Голубой щенок 1976"]
     assert [r["name"] for r in S.search(db, "子犬")[1]] == ["青い子犬"]
+    # The web API's answers hold the unknowns as null, and still match its schema.
+    from dhtcrawler.web import queries  # needs no serve extra
+
+    api = json.loads((ROOT / "docs" / "api.schema.json").read_text())
+    doc = queries.torrent(db, "11" * 20)
+    assert doc["magnet"].startswith("magnet:?xt=urn:btih:" + "11" * 20) and doc["files_truncated"] is False
+    jsonschema.validate(doc, {"$ref": "#/$defs/torrent", **api})
+    for row in queries.search(db, "", 10, 0, "name")[1]:
+        jsonschema.validate(row, {"$ref": "#/$defs/result", **api})
+    jsonschema.validate(queries.stats(db), {"$ref": "#/$defs/stats", **api})
     out = run_cli("export", "--db", db)
     docs = [json.loads(line) for line in out.stdout.splitlines()]
     assert [d["version"] for d in docs] == [None, None] and docs[0]["piece_length"] is None
