@@ -147,13 +147,26 @@ def _hex(b: Optional[bytes]) -> Optional[str]:
     return None if b is None else bytes(b).hex()
 
 
+def _opt_int(value: Any) -> Optional[int]:
+    return None if value is None else int(value)
+
+
+def _shape(r: Tuple[Any, ...], first_seen: Optional[str], last_seen: Optional[str],
+           score: Optional[float]) -> Dict[str, Any]:
+    """The one row form, from (info_hash, v1, v2 as hex, version, name, total_size,
+    num_files, piece_length, private, _, _, times_seen, peer, metadata_size) and the times."""
+    info_hash, v1, v2, name = r[0], r[1], r[2], r[4]
+    return {"info_hash": info_hash, "info_hash_v1": v1, "info_hash_v2": v2, "version": r[3], "name": name,
+            "total_size": int(r[5]), "num_files": int(r[6]), "piece_length": _opt_int(r[7]),
+            "private": None if r[8] is None else bool(r[8]), "first_seen": first_seen, "last_seen": last_seen,
+            "times_seen": int(r[11]), "peer": r[12], "metadata_size": _opt_int(r[13]),
+            "seeders": None, "leechers": None,  # swarm sizes: not measured yet
+            "magnet": magnet(info_hash, name, v2, v1), "score": score}
+
+
 def _row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
-    info_hash, v1, v2 = _hex(r[1]), _hex(r[2]), _hex(r[3])
-    return {"info_hash": info_hash, "info_hash_v1": v1, "info_hash_v2": v2, "version": r[4], "name": r[5],
-            "total_size": r[6], "num_files": r[7], "piece_length": r[8],
-            "private": None if r[9] is None else bool(r[9]), "first_seen": rfc3339(r[10]),
-            "last_seen": rfc3339(r[11]), "times_seen": r[12], "peer": r[13], "metadata_size": r[14], "seeders": None, "leechers": None,
-            "magnet": magnet(info_hash, r[5], v2, v1), "score": score}
+    """A SQLite row (_COLUMNS: the id first, binary hashes, Unix seconds)."""
+    return _shape((_hex(r[1]), _hex(r[2]), _hex(r[3]), *r[4:]), rfc3339(r[10]), rfc3339(r[11]), score)
 
 
 def tokenizer(conn: sqlite3.Connection) -> str:
@@ -416,13 +429,8 @@ def _pg_time(value: Any) -> Optional[str]:
 
 
 def _pg_row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
-    info_hash, v2, name = r[0], r[2], r[4]
-    return {"info_hash": info_hash, "info_hash_v1": r[1], "info_hash_v2": v2, "version": r[3], "name": name,
-            "total_size": int(r[5]), "num_files": int(r[6]),
-            "piece_length": None if r[7] is None else int(r[7]), "private": r[8],
-            "first_seen": _pg_time(r[9]), "last_seen": _pg_time(r[10]), "times_seen": int(r[11]), "peer": r[12],
-            "metadata_size": None if r[13] is None else int(r[13]), "seeders": None, "leechers": None,
-            "magnet": magnet(info_hash, name, v2, r[1]), "score": score}
+    """A PostgreSQL row (_PG_COLUMNS: hex hashes, timestamptz)."""
+    return _shape(r, _pg_time(r[9]), _pg_time(r[10]), score)
 
 
 def _pg_like(word: str) -> str:
