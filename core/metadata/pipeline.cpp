@@ -43,8 +43,9 @@ bool cacheable(failure_class c) noexcept {
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
 // arrays (id20) inside a coroutine body ("array used as initializer").
 completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
-                           std::optional<endpoint> peer) {
+                           std::optional<endpoint> peer, std::optional<api::stream_encryption> enc = std::nullopt) {
     completion c;
+    if (peer) c.encryption = enc;
     c.info_hash = key;
     c.result = o;
     c.failure = f;
@@ -446,6 +447,7 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         req.deadline = deadline;
         req.max_metadata_size = options.max_metadata_size;
         if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
+        req.encryption = options.encryption;
         auto& signal = *j->sessions.emplace_back(std::make_unique<asio::cancellation_signal>());
         asio::co_spawn(io, run_peer_session(req, pieces, static_cast<std::uint32_t>(i)),
                        asio::bind_cancellation_slot(signal.slot(), [&results, &running, i, j](std::exception_ptr e,
@@ -460,6 +462,24 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         co_await wait(*j);
     }
     j->sessions.clear();
+    auto& c = owner.counters_;
+    for (const session_result& r : results) {
+        if (r.tries == 0) continue;
+        const std::size_t last = r.used_mse ? 1 : 0;
+        if (r.tries > 1) {
+            bump(c.encryption_tries[1 - last]);
+            bump(c.encryption_failures[1 - last]);
+            bump(c.encryption_fallbacks);
+        }
+        bump(c.encryption_tries[last]);
+        if (r.ok()) {
+            bump(c.encryption_successes[last]);
+            if (r.encryption == api::stream_encryption::rc4) bump(c.rc4_sessions);
+        } else if (r.failure != failure_class::cancelled) {
+            bump(c.encryption_failures[last]);
+        }
+        if (r.mse_error != mse::mse_error::none) bump(c.mse_failures);
+    }
     co_return results;
 }
 
@@ -480,6 +500,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     const auto fetch_started = clock.now();
     std::optional<std::string> bytes;
     std::optional<endpoint> served_by;
+    std::optional<api::stream_encryption> served_enc;
     while (!bytes && j->attempts < options.max_attempts) {
         const unsigned left = options.max_attempts - j->attempts;
         // Several peers share one dict's pieces, but one attempt stays in reserve, so a dict
@@ -509,6 +530,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (verified(dict)) {
             bytes.emplace(dict);
             served_by = peers[main_source];
+            served_enc = results[main_source].encryption;
             break;
         }
         bump(c.attempt_failures[static_cast<std::size_t>(failure_class::hash_mismatch)]);
@@ -528,6 +550,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             if (again.complete() && verified(again.bytes())) {
                 bytes.emplace(again.bytes());
                 served_by = one;
+                served_enc = second[0].encryption;
                 break;
             }
             result.failure = again.complete() ? failure_class::hash_mismatch : second[0].failure;
@@ -547,11 +570,12 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - fetch_started).count()));
     api::delivery d;
     d.peer = *served_by;
+    d.encryption = served_enc.value_or(api::stream_encryption::plaintext);
     d.discovered_at = std::chrono::system_clock::now();
     const auto parsed = parse_info(*bytes, j->key, d.info);
     if (!parsed) {
         bump(c.attempt_failures[static_cast<std::size_t>(failure_class::parse_error)]);
-        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by));
+        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by, served_enc));
         co_return;
     }
     // A hybrid has two keys: whichever round finishes first delivers it, once. A round whose
@@ -575,7 +599,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (stopping) co_return;
         if (*earlier->answered == answer::retry) {
             complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
-                                         served_by));
+                                         served_by, served_enc));
             co_return;
         }
     }
@@ -583,7 +607,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     if (earlier || std::any_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); })) {
         if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
         bump(c.duplicates);
-        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by));
+        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc));
         co_return;
     }
     const auto mine = std::make_shared<handover>();
@@ -599,13 +623,13 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         // Not stored: nothing remembers it as delivered, so it is fetched again.
         report_sink_failure(*j);
         bump(c.sink_failures);
-        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by));
+        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by, served_enc));
         co_return;
     }
     for (const auto& k : keys) delivered.insert(k, clock.now());
     if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
     complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
-                                 failure_class::none, j->attempts, served_by));
+                                 failure_class::none, j->attempts, served_by, served_enc));
 }
 
 // Without a store the application hears how a torrent it could not store comes back.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/events.hpp"
+#include "metadata/peer_session.hpp"
 #include "metadata/ports.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
@@ -36,6 +37,7 @@ struct pipeline_options {
     unsigned gate_timeout_millis = 5'000;       ///< an unanswered gate takes gate_default
     bool gate_default = true;
     std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
+    encryption_policy encryption = encryption_policy::prefer_plaintext; ///< metadata.encryption
 };
 
 /// The retry store's side of the pipeline (all optional).
@@ -64,6 +66,14 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> bytes_fetched{0};
     std::array<std::atomic<std::uint64_t>, failure_class_count> attempt_failures{}; ///< per class
     std::array<std::atomic<std::uint64_t>, outcome_count> outcomes{};               ///< per outcome
+    /// Session tries by mode (0: plaintext, 1: MSE), their successes and failures; a session
+    /// that fell back counts one failed try in its first mode and one try in the other.
+    std::array<std::atomic<std::uint64_t>, 2> encryption_tries{};
+    std::array<std::atomic<std::uint64_t>, 2> encryption_successes{};
+    std::array<std::atomic<std::uint64_t>, 2> encryption_failures{};
+    std::atomic<std::uint64_t> encryption_fallbacks{0}; ///< sessions that tried the other mode
+    std::atomic<std::uint64_t> mse_failures{0};         ///< sessions whose last try failed in the MSE exchange (reported as handshake_failed)
+    std::atomic<std::uint64_t> rc4_sessions{0};         ///< successful sessions whose peer selected RC4
     std::atomic<std::uint64_t> store_done{0};         ///< skipped: the retry store knows it is done
     std::atomic<std::uint64_t> store_busy{0};         ///< skipped: leased elsewhere (or the claim went unanswered)
     std::atomic<std::uint64_t> store_deferred{0};     ///< skipped: dormant and not due (reactivated instead)

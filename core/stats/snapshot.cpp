@@ -481,6 +481,23 @@ void walk(const api::crawler& c, collector& out) {
         out.counter({"metadata", "attempt_failures", name}, "dhtc_metadata_attempt_failures_total", {"class", name},
                     "Failed peer attempts, by failure class.", load(pcn.attempt_failures[i]));
     }
+    for (std::size_t i = 0; i < pcn.encryption_tries.size(); ++i) {
+        const std::string_view mode = i == 0 ? "plaintext" : "mse";
+        out.counter({"metadata", "encryption", mode, "tries"}, "dhtc_metadata_encryption_tries_total", {"mode", mode},
+                    "Peer session tries, by stream mode (plaintext or MSE).", load(pcn.encryption_tries[i]));
+        out.counter({"metadata", "encryption", mode, "successes"}, "dhtc_metadata_encryption_successes_total",
+                    {"mode", mode}, "Peer session tries that completed the metadata, by stream mode.",
+                    load(pcn.encryption_successes[i]));
+        out.counter({"metadata", "encryption", mode, "failures"}, "dhtc_metadata_encryption_failures_total",
+                    {"mode", mode}, "Peer session tries that failed, by stream mode.", load(pcn.encryption_failures[i]));
+    }
+    out.counter({"metadata", "encryption", "fallbacks"}, "dhtc_metadata_encryption_fallbacks_total", {},
+                "Sessions that fell back to the other mode after a failed first try.", load(pcn.encryption_fallbacks));
+    out.counter({"metadata", "encryption", "mse_failures"}, "dhtc_metadata_encryption_mse_failures_total", {},
+                "Sessions whose last try failed in the MSE exchange (counted as handshake_failed).",
+                load(pcn.mse_failures));
+    out.counter({"metadata", "encryption", "rc4_sessions"}, "dhtc_metadata_encryption_rc4_sessions_total", {},
+                "Successful sessions whose peer selected RC4.", load(pcn.rc4_sessions));
     for (std::size_t i = 0; i < pcn.outcomes.size(); ++i) {
         const auto name = api::to_string(static_cast<api::outcome>(i));
         out.counter({"metadata", "outcomes", name}, "dhtc_metadata_outcomes_total", {"outcome", name},
