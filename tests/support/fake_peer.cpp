@@ -138,6 +138,10 @@ public:
           fake_ut_(s_.ut_metadata_id) {}
 
     asio::awaitable<void> run() {
+        // Like real clients: the handshakes go out as several small writes, and Nagle would
+        // hold each behind the delayed ACK of the one before.
+        std::error_code nd;
+        sock_.set_option(tcp::no_delay(true), nd);
         try {
             co_await talk();
         } catch (const std::exception&) {
