@@ -12,6 +12,7 @@ PACKAGES=(
   python3-dev python3-venv
   default-jdk-headless maven
   binutils
+  chromium chromium-driver
 )
 
 missing=()

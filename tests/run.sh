@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what is missing, then runs
 #   build     release build with -Werror, every ctest test (unit, C ABI)
-#   python    pip install . (the wheel: extension + libdhtcrawler.so) into a venv of the
-#             python3 on PATH, then pytest tests/python (API, sinks, CLI, libtorrent, testnet)
+#   python    pip install .[serve] (the wheel: extension + libdhtcrawler.so) into a venv of the
+#             python3 on PATH, then pytest tests/python (API, sinks, CLI, libtorrent, testnet,
+#             the web server, its page in Debian's headless chromium)
 #   java      the Java binding: its native half from the release tree, then Maven (JUnit)
 #   go        the Go binding against the release build: go vet, go test (contract tests and
 #             a crawl of the loopback test network), examples/go built
@@ -147,14 +148,15 @@ stage_python() {
   if [ ! -x "$venv/bin/python" ] && ! python3 -m venv "$venv"; then
     failed=$((failed + 1)); failures+=("python: cannot create a venv with $(command -v python3)"); return
   fi
-  if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest jsonschema; then
-    failed=$((failed + 1)); failures+=("python: pip could not install pytest and jsonschema"); return
+  # selenium drives Debian's chromium (the web page tests); the serve extra comes with the wheel.
+  if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest jsonschema selenium; then
+    failed=$((failed + 1)); failures+=("python: pip could not install the test packages"); return
   fi
   # The wheel build compiles the core once more; its build directory is kept, so a re-run
-  # only rebuilds what changed.
+  # only rebuilds what changed. The extras: psycopg (--store) and zstandard (.zst dumps).
   if ! CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-        --config-settings=build-dir="$out/python-wheel" "$root"; then
-    failed=$((failed + 1)); failures+=("python: pip install . failed"); return
+        --config-settings=build-dir="$out/python-wheel" "$root[postgresql,zstd,serve]"; then
+    failed=$((failed + 1)); failures+=("python: pip install .[postgresql,zstd,serve] failed"); return
   fi
   # The test network program from the release build, until the wheel carries its own.
   local testnet=$out/release/tools/testnet/dhtcrawler-testnet
@@ -170,7 +172,7 @@ stage_java() {
     failed=$((failed + 1)); failures+=("java: native build failed"); return
   fi
   # The crawl test needs the loopback test network; it is built with the library when present.
-  if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -q '^dhtcrawler-testnet:'; then
+  if [ -z "${DHTCRAWLER_TESTNET:-}" ] && ninja -C "$dir" -t targets all 2>/dev/null | grep -E '^(tools/testnet/)?dhtcrawler-testnet:' >/dev/null; then
     cmake --build "$dir" -j "$jobs" --target dhtcrawler-testnet &&
       export DHTCRAWLER_TESTNET=$dir/tools/testnet/dhtcrawler-testnet
   fi
@@ -220,7 +222,7 @@ stage_go() {
   esac
   # The crawl test needs the loopback test network; build it when the tree has it.
   local testnet=${DHTCRAWLER_TESTNET:-$build/tools/testnet/dhtcrawler-testnet}
-  if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'dhtcrawler-testnet'; then
+  if [ ! -x "$testnet" ] && cmake --build "$build" --target help 2>/dev/null | grep 'dhtcrawler-testnet' >/dev/null; then
     cmake --build "$build" -j "$jobs" --target dhtcrawler-testnet
   fi
   export PKG_CONFIG_PATH=$build/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}

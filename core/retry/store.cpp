@@ -159,7 +159,9 @@ std::optional<retry_row> store::record_failure(const id20& info_hash, failure_cl
     r.add_failure(cls);
     r.state = hash_state::dormant;
     r.lease_owner.clear();
-    r.peers.clear(); // they just failed; fresh observations bring new ones
+    // They just failed; fresh observations bring new ones. Not after sink_failed: the peers
+    // served the torrent, it was our side that could not keep it.
+    if (cls != failure_class::sink_failed) r.peers.clear();
     const double u01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
     r.next_retry_at = now + next_delay_secs(policy_, r.attempts, cls, r.failures(failure_class::hash_mismatch), u01);
     db_->update(r);

@@ -144,8 +144,10 @@ class EventHandler {
 public:
     virtual ~EventHandler() = default;
     virtual bool gate(const std::string& /*info_hash*/) { return true; }
-    virtual bool torrent(const std::string& /*torrent_json*/, const std::string& /*info*/) { return true; }
+    /// Returns a dhtc_answer (DHTC_ANSWER_REJECT, _ACCEPT or _RETRY).
+    virtual int torrent(const std::string& /*torrent_json*/, const std::string& /*info*/) { return DHTC_ANSWER_ACCEPT; }
     virtual void completion(const std::string& /*event_json*/) {}
+    virtual void retry(const std::string& /*event_json*/) {}
     virtual void error(const std::string& /*event_json*/) {}
     virtual void observation(const std::string& /*event_json*/) {}
 };
@@ -157,6 +159,7 @@ enum callbacks : int {
     on_completion = 4,
     on_error = 8,
     on_observation = 16,
+    on_retry = 32,
 };
 
 #ifndef SWIG
@@ -175,10 +178,10 @@ inline void report_throw(EventHandler* h, const char* which, const char* what) n
     }
 }
 
-/// Runs one Java callback on the delivery thread. Returns the callback's decision, or false
-/// when it threw (a throw is a rejection).
+/// Runs one Java callback on the delivery thread. Returns the callback's decision, or 0 (false,
+/// DHTC_ANSWER_REJECT) when it threw (a throw is a rejection).
 template <class F>
-bool call_java(EventHandler* h, const char* which, F&& body) noexcept {
+int call_java(EventHandler* h, const char* which, F&& body) noexcept {
     jvm_attachment::ensure();
     local_frame frame;
     try {
@@ -188,12 +191,12 @@ bool call_java(EventHandler* h, const char* which, F&& body) noexcept {
     } catch (...) {
         report_throw(h, which, "unknown exception");
     }
-    return false;
+    return 0;
 }
 
 inline int gate_trampoline(const char* info_hash, void* u) {
     auto* h = static_cast<EventHandler*>(u);
-    return call_java(h, "gate", [&] { return h->gate(info_hash); });
+    return call_java(h, "gate", [&] { return h->gate(info_hash) ? 1 : 0; });
 }
 
 inline int torrent_trampoline(const char* json, const unsigned char* info, size_t len, void* u) {
@@ -206,7 +209,15 @@ inline void completion_trampoline(const char* json, void* u) {
     auto* h = static_cast<EventHandler*>(u);
     call_java(h, "completion", [&] {
         h->completion(json);
-        return true;
+        return 1;
+    });
+}
+
+inline void retry_trampoline(const char* json, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    call_java(h, "retry", [&] {
+        h->retry(json);
+        return 1;
     });
 }
 
@@ -224,7 +235,7 @@ inline void observation_trampoline(const char* json, void* u) {
     auto* h = static_cast<EventHandler*>(u);
     call_java(h, "observation", [&] {
         h->observation(json);
-        return true;
+        return 1;
     });
 }
 
@@ -248,6 +259,7 @@ public:
         // Always the acknowledging form: a Java handler that throws must be able to reject.
         check(dhtc_crawler_set_torrent_ack_callback(handle(), (which & on_torrent) ? torrent_trampoline : nullptr, h));
         check(dhtc_crawler_set_completion_callback(handle(), (which & on_completion) ? completion_trampoline : nullptr, h));
+        check(dhtc_crawler_set_retry_callback(handle(), (which & on_retry) ? retry_trampoline : nullptr, h));
         check(dhtc_crawler_set_error_callback(handle(), (which & on_error) ? error_trampoline : nullptr, h));
         check(dhtc_crawler_set_observation_callback(handle(), (which & on_observation) ? observation_trampoline : nullptr, h));
     }
@@ -255,6 +267,35 @@ public:
     void start() { check(dhtc_crawler_start(handle())); }
     void run() { check(dhtc_crawler_run(handle())); }
     void shutdown() { check(dhtc_crawler_shutdown(handle())); }
+
+    /// Switches to polling. Before start.
+    void enable_polling() { check(dhtc_crawler_enable_polling(handle())); }
+
+    /// The next event, waiting up to `timeout_ms`: its JSON envelope, a NUL byte, then the raw
+    /// info dict (empty unless a torrent event); JSON never holds a raw NUL. Empty when no event
+    /// came in time. DHTC_ERR_STATE (thrown) once shut down and every event taken.
+    std::string poll(long long timeout_ms) {
+        char* json = nullptr;
+        unsigned char* info = nullptr;
+        size_t info_len = 0;
+        const int rc = dhtc_crawler_poll_event(handle(), timeout_ms, &json, &info, &info_len);
+        if (rc == DHTC_ERR_TIMEOUT) return {};
+        check(rc);
+        std::string out = json ? json : "";
+        dhtc_string_free(json);
+        out += '\0';
+        if (info) out.append(reinterpret_cast<const char*>(info), info_len);
+        dhtc_string_free(reinterpret_cast<char*>(info));
+        return out;
+    }
+
+    /// Answers a polled gate or torrent event; false when it was answered already or timed out.
+    bool answer(long long id, int answer) { // long long: SWIG maps it to a Java long
+        const int rc = dhtc_crawler_answer(handle(), static_cast<unsigned long long>(id), answer);
+        if (rc == DHTC_ERR_NOT_FOUND) return false;
+        check(rc);
+        return true;
+    }
 
     /// True once shut down; false when `timeout_ms` ran out first.
     bool wait(long long timeout_ms) {
@@ -286,6 +327,17 @@ public:
         if (!c_) return;
         check(dhtc_crawler_destroy(c_));
         c_ = nullptr;
+    }
+
+    /// close() that waits at most `timeout_ms` for a running callback: false on DHTC_ERR_TIMEOUT
+    /// (the crawler is then shut down but not destroyed; call again later).
+    bool close_within(long long timeout_ms) {
+        if (!c_) return true;
+        const int rc = dhtc_crawler_destroy_timeout(c_, timeout_ms);
+        if (rc == DHTC_ERR_TIMEOUT) return false;
+        check(rc);
+        c_ = nullptr;
+        return true;
     }
 
     bool closed() const { return c_ == nullptr; }

@@ -1,5 +1,5 @@
 """The `dhtcrawler` command: crawl into SQLite (or, in a fleet, PostgreSQL) and JSON lines,
-run the test network, demo.
+serve the search page, JSON API and Torznab, run the test network, demo.
 
 Exit status: 0 after a clean stop (--duration, SIGINT, SIGTERM), 2 for bad options or
 arguments (one line on stderr), 1 for other failures.
@@ -221,13 +221,67 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
     return server
 
 
+def _web_app(args: argparse.Namespace, db_path: str, metrics: Optional[Callable[[], str]], spec: str,
+             flag: str) -> Any:
+    """The web server for ``serve`` and ``crawl --serve``: its address parsed, its key
+    chosen (printed once when generated), its socket bound. Usage errors exit 2."""
+    from .metrics_server import parse_host_port
+
+    try:
+        address = parse_host_port(spec)
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
+    try:
+        from .web import auth
+        from .web.app import SqliteDatabase, create_app
+        from .web.server import WebServer
+    except ImportError as e:
+        raise StartError(f"{flag} needs the serve extra (pip install 'dhtcrawler[serve]'): {e}") from None
+    key = None
+    if auth.auth_required(address[0], args.auth):
+        key, generated = auth.choose_key(args.api_key)
+        if generated:
+            print(f"dhtcrawler: API key (give it as ?apikey=, X-Api-Key, or the basic-auth password): {key}",
+                  file=sys.stderr, flush=True)
+    try:
+        db = SqliteDatabase(db_path)
+    except Exception as e:  # sqlite3.Error: not a crawl database
+        raise UsageError(f"--db {db_path}: {e}") from None
+    app = create_app(db, api_key=key, metrics=metrics, version=__version__)
+    try:
+        return WebServer(app, address)
+    except OSError as e:
+        raise UsageError(f"{flag} {spec}: {e.strerror or e}") from None
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    if args.store:
+        raise UsageError("--store: serving a PostgreSQL store is not supported yet; serve a --db file")
+    path = args.db or DEFAULT_DB
+    if not os.path.exists(path):
+        raise UsageError(f"--db {path}: no such file (crawl into it first)")
+    server = _web_app(args, path, None, args.listen, "--listen")
+    print(f"dhtcrawler {__version__}: serving {path} on {server.url}", file=sys.stderr, flush=True)
+    # uvicorn stops on SIGINT/SIGTERM and passes the signal on: to these, so the exit is clean.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run()
+    finally:
+        server.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("dhtcrawler: stopped serving", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
 def _open_sinks(args: argparse.Namespace) -> tuple:
     """The torrent database (SQLite, or PostgreSQL with --store) and the --out stream. An
     unreachable server is a start-up failure (exit 1); a bad file or path a usage error (2)."""
-    from ._libpq import PgError
+    from ._pg import PgError
 
     try:
-        db = PostgresSink(args.store) if args.store else SqliteSink(args.db or DEFAULT_DB)
+        db = (PostgresSink(args.store) if args.store
+              else SqliteSink(args.db or DEFAULT_DB, max_files=args.max_files))
     except PgError as e:
         raise StartError(f"--store: {e}") from None
     except Exception as e:  # sqlite3.Error, SchemaError, OSError
@@ -256,12 +310,17 @@ def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawle
 def run_crawl(args: argparse.Namespace) -> int:
     crawler = _create_crawler(args, crawl_options(args))
     db = jsonl = None
-    metrics = status = None
+    metrics = status = web = None
     try:
         db, jsonl = _open_sinks(args)
         store = _Store(db, jsonl)
         crawler.on_torrent(store, ack=True)
         metrics = _serve_metrics(args.metrics, crawler)
+        if args.serve:
+            if args.store:
+                raise UsageError("--serve: serving a PostgreSQL store is not supported yet; crawl into a --db file")
+            web = _web_app(args, db.path, crawler.metrics, args.serve, "--serve")
+            web.start()
         if not args.quiet:
             status = StatusLine(crawler, lambda: store.accepted)
         store.report = _error_printer(status)
@@ -274,7 +333,8 @@ def run_crawl(args: argparse.Namespace) -> int:
                 endpoints = ", ".join(crawler.endpoints)
                 print(f"dhtcrawler {__version__}: crawling on {endpoints}; storing into {db.path}"
                       + (f" and {args.out}" if args.out else "")
-                      + (f"; metrics on http://{args.metrics}/metrics" if args.metrics else ""),
+                      + (f"; metrics on http://{args.metrics}/metrics" if args.metrics else "")
+                      + (f"; serving on {web.url}" if web is not None else ""),
                       file=sys.stderr, flush=True)
             if status is not None:
                 status.start()
@@ -299,10 +359,128 @@ def run_crawl(args: argparse.Namespace) -> int:
             status.stop()
         if metrics is not None:
             metrics.close()
+        if web is not None:
+            web.close()
         crawler.close(timeout=None)
         for sink in (jsonl, db):
             if sink is not None:
                 sink.close()
+
+
+# ---- search -------------------------------------------------------------------------------
+
+def _open_db_for_reading(args: argparse.Namespace) -> Any:
+    """A read-only connection on --db (it must exist and hold the torrent tables)."""
+    import sqlite3
+
+    from .sinks import COMPONENT, SCHEMA_VERSION
+
+    path = args.db or DEFAULT_DB
+    if not os.path.exists(path):
+        raise UsageError(f"--db {path}: no such file")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        row = conn.execute("SELECT version FROM schema_migrations WHERE component = ?", (COMPONENT,)).fetchone()
+    except sqlite3.Error as e:
+        raise UsageError(f"--db {path}: {e}") from None
+    if row is None or int(row[0]) < 2:
+        conn.close()
+        raise UsageError(f"--db {path}: no torrent tables of schema version 2 or later "
+                         "(open it once with `dhtcrawler crawl` or a newer dhtcrawler to migrate it)")
+    if int(row[0]) > SCHEMA_VERSION:
+        conn.close()
+        raise UsageError(f"--db {path}: written by a newer dhtcrawler (schema {row[0]})")
+    return conn
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from . import search as S
+
+    from ._pg import Connection, PgError
+
+    if args.store:
+        if args.db:
+            raise UsageError("--db and --store exclude each other")
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            raise UsageError(f"--store {args.store}: expected a postgresql://user@host:port/database URI")
+        try:
+            conn: Any = Connection(args.store)
+        except PgError as e:
+            raise StartError(f"--store: {e}") from None
+    else:
+        conn = _open_db_for_reading(args)
+    try:
+        total, rows = S.search(conn, " ".join(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
+                               order=args.order, min_size=args.min_size, max_size=args.max_size,
+                               min_files=args.min_files, max_files=args.max_files, version=args.version,
+                               since=args.since)
+    except S.QueryError as e:
+        raise UsageError(str(e)) from None
+    except PgError as e:
+        raise StartError(f"--store: {e}") from None
+    finally:
+        conn.close()
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
+        return EXIT_OK
+    print(f"{total} found" + (f", showing {args.offset + 1}-{args.offset + len(rows)}" if rows else ""))
+    if rows:
+        print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'info hash':<40}  name")
+        for r in rows:
+            print(f"{_human_size(r['total_size']):>10}  {r['num_files']:>6}  {r['first_seen'][:10]:<10}  "
+                  f"{r['version'] or '?':<7}  {r['info_hash']:<40}  {r['name']}")
+    return EXIT_OK
+
+
+# ---- export, import ------------------------------------------------------------------------
+
+def _ensure_retry_store(path: str) -> None:
+    """Opens (and so creates or migrates) the retry store in the database file, as a crawl
+    on it would, without starting anything."""
+    options = {"port": 0, "bind_v4": "127.0.0.1", "allow_private_addresses": True,
+               "crawl": {"bootstrap": {"sources": []}},
+               "retry": {"store": {"kind": "sqlite", "path": os.path.abspath(path)}}}
+    try:
+        Crawler(options).close(timeout=None)
+    except StoreError as e:
+        raise UsageError(f"--db {path}: {e.message}") from None
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .dumps import DumpError, export
+
+    conn = _open_db_for_reading(args)
+    conn.close()
+    try:
+        n = export(args.db or DEFAULT_DB, args.output, since=args.since)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"-o {args.output}: {e.strerror or e}") from None
+    if args.output not in (None, "-"):
+        print(f"dhtcrawler: exported {n} torrents to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from .dumps import DumpError, import_files
+
+    for path in args.files:
+        if path != "-" and not os.path.isfile(path):
+            raise UsageError(f"{path}: no such file")
+    db = args.db or DEFAULT_DB
+    started = time.monotonic()
+    try:
+        counts = import_files(db, args.files, refetch=args.refetch, ensure_retry_store=_ensure_retry_store)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{type(e).__name__}: {e}") from None
+    secs = time.monotonic() - started
+    print(f"dhtcrawler: imported {counts['read']} torrents into {db} ({counts['new']} new, {counts['merged']} "
+          f"merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"), file=sys.stderr)
+    return EXIT_OK
 
 
 # ---- demo ---------------------------------------------------------------------------------
@@ -394,9 +572,36 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in units and t[-1:] else ""
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size (bytes, or with K, M, G, T), got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected a size >= 0, got {text!r}")
+    return int(value)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _web_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--auth", choices=("auto", "on", "off"), default="auto",
+                   help="require the API key: auto (default) requires it when listening beyond loopback")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="the API key (default: $DHTCRAWLER_API_KEY, else a new one printed at start)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -423,7 +628,50 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--duration", type=_positive_seconds, metavar="SECONDS", help="stop after this long")
     crawl.add_argument("--options", metavar="FILE.json", help="options document (flags override it)")
     crawl.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
+    crawl.add_argument("--serve", metavar="HOST:PORT",
+                       help="also serve the search page, API, Torznab and /metrics (see dhtcrawler serve)")
+    _web_flags(crawl)
     crawl.add_argument("--quiet", action="store_true", help="no status line")
+    crawl.add_argument("--max-files", type=_count, metavar="N",
+                       help="store at most N file rows per torrent (SQLite only; the file count and total "
+                            "size still cover every file; default: all)")
+
+    search = sub.add_parser("search", help="search the torrents in the database")
+    search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path "
+                                                 "(none: every torrent)")
+    search.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    search.add_argument("--store", metavar="postgresql://...", help="search a fleet's PostgreSQL database instead")
+    search.add_argument("--limit", type=_count, default=20, metavar="N", help="results to show (default 20)")
+    search.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N results")
+    search.add_argument("--sort", default="relevance",
+                        help="relevance (default), size, first_seen, last_seen, files, swarm (= relevance "
+                             "until swarm sizes are stored)")
+    search.add_argument("--order", choices=("asc", "desc"), help="for size, first_seen...: default desc")
+    search.add_argument("--min-size", type=_size, metavar="SIZE", help="e.g. 700M, 4G")
+    search.add_argument("--max-size", type=_size, metavar="SIZE")
+    search.add_argument("--min-files", type=_count, metavar="N")
+    search.add_argument("--max-files", type=_count, metavar="N")
+    search.add_argument("--version", choices=("v1", "v2", "hybrid"), help="BitTorrent version of the torrent")
+    search.add_argument("--since", metavar="TIME", help="first seen at or after (RFC 3339, a date, or Unix seconds)")
+    search.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    export = sub.add_parser("export", help="write the database's torrents as JSON lines (.zst: compressed)")
+    export.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    export.add_argument("--since", metavar="TIME", help="only torrents seen at or after (RFC 3339, a date, Unix seconds)")
+    export.add_argument("-o", "--output", metavar="FILE[.zst]", help="default: standard output")
+
+    imp = sub.add_parser("import", help="merge dumps (JSON lines, .zst) or magnetico databases into the database")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    imp.add_argument("--refetch", action="store_true",
+                     help="do not mark the imported hashes delivered (a crawl fetches them again)")
+
+    serve = sub.add_parser("serve", help="the search page, a JSON API and Torznab over a crawl's database")
+    serve.add_argument("--db", metavar="FILE.sqlite", help=f"the crawl's SQLite database (default ./{DEFAULT_DB})")
+    serve.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database (not yet)")
+    serve.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                       help="address to listen on (default 127.0.0.1:8080)")
+    _web_flags(serve)
 
     demo = sub.add_parser("demo", help="a loopback test network and a crawler, torrents arriving")
     demo.add_argument("--duration", type=_positive_seconds, default=60.0, metavar="SECONDS")
@@ -447,6 +695,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             return run_crawl(args)
         if args.command == "demo":
             return run_demo(args)
+        if args.command == "search":
+            return run_search(args)
+        if args.command == "export":
+            return run_export(args)
+        if args.command == "import":
+            return run_import(args)
+        if args.command == "serve":
+            return run_serve(args)
     except UsageError as e:
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

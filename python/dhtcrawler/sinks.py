@@ -67,9 +67,86 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX hashes_by_torrent ON hashes(info_hash)",
         "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
     )),
+    ("small on disk: binary hashes, an integer torrent key, times as Unix seconds; "
+     "the full-text index", (
+        """CREATE TABLE torrents2 (
+            id            INTEGER PRIMARY KEY,   -- the key of files, hashes and the search index
+            info_hash     BLOB NOT NULL,         -- 20 bytes: the DHT key it was first delivered under
+            info_hash_v1  BLOB,                  -- 20 bytes, or NULL (v2-only, or unknown: see version)
+            info_hash_v2  BLOB,                  -- 32 bytes, or NULL (v1-only, or unknown)
+            version       TEXT,                  -- v1, v2, hybrid; NULL = unknown (imported from magnetico)
+            name          TEXT NOT NULL,
+            total_size    INTEGER NOT NULL,
+            num_files     INTEGER NOT NULL,      -- every file, even when fewer rows are stored
+            piece_length  INTEGER,               -- NULL = unknown
+            private       INTEGER,               -- 0/1; NULL = unknown
+            metadata_size INTEGER,               -- bytes of the info dict; NULL = unknown
+            first_seen    INTEGER NOT NULL,      -- Unix seconds, UTC
+            last_seen     INTEGER NOT NULL,
+            peer          TEXT,                  -- the peer that served it last
+            times_seen    INTEGER NOT NULL DEFAULT 1
+        )""",
+        "INSERT INTO torrents2(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, "
+        "piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
+        "SELECT dhtc_unhex(info_hash), dhtc_unhex(info_hash_v1), dhtc_unhex(info_hash_v2), version, name, "
+        "total_size, num_files, piece_length, private, metadata_size, CAST(strftime('%s', first_seen) AS INTEGER), "
+        "CAST(strftime('%s', last_seen) AS INTEGER), peer, times_seen FROM torrents ORDER BY first_seen, info_hash",
+        """CREATE TABLE files2 (
+            torrent INTEGER NOT NULL,            -- torrents.id
+            idx     INTEGER NOT NULL,
+            path    TEXT NOT NULL,
+            size    INTEGER NOT NULL,
+            PRIMARY KEY (torrent, idx)
+        ) WITHOUT ROWID""",
+        "INSERT INTO files2(torrent, idx, path, size) SELECT t.id, f.idx, f.path, f.size "
+        "FROM files f JOIN torrents2 t ON t.info_hash = dhtc_unhex(f.info_hash) ORDER BY t.id, f.idx",
+        # Every 20-byte DHT key of a torrent: its v1 hash, its v2 hash truncated to 20 bytes
+        # (a full v2 hash is looked up by its first 20 bytes), and the key it came under.
+        """CREATE TABLE hashes2 (
+            hash    BLOB PRIMARY KEY,
+            torrent INTEGER NOT NULL             -- torrents.id
+        ) WITHOUT ROWID""",
+        "INSERT OR IGNORE INTO hashes2(hash, torrent) SELECT dhtc_unhex(substr(h.hash, 1, 40)), t.id "
+        "FROM hashes h JOIN torrents2 t ON t.info_hash = dhtc_unhex(h.info_hash)",
+        "INSERT OR IGNORE INTO hashes2(hash, torrent) SELECT info_hash, id FROM torrents2",
+        "DROP TABLE hashes",
+        "DROP TABLE files",
+        "DROP TABLE torrents",
+        "ALTER TABLE torrents2 RENAME TO torrents",
+        "ALTER TABLE files2 RENAME TO files",
+        "ALTER TABLE hashes2 RENAME TO hashes",
+        "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
+        # The search index: one document per torrent (its name, then the paths of its stored
+        # files, one per line), contentless (the text is in torrents and files), rowid =
+        # torrents.id. With trigram it records which trigrams occur, not where (detail=none):
+        # search.py looks up candidates by trigram and checks each word on the stored text.
+        # Written by the sink with the torrent.
+        "CREATE VIRTUAL TABLE search USING fts5(text, content='', {fts_options})",
+        "INSERT INTO search(rowid, text) SELECT t.id, t.name || coalesce(char(10) || p.paths, '') FROM torrents t "
+        "LEFT JOIN (SELECT torrent, group_concat(path, char(10)) AS paths FROM "
+        "(SELECT torrent, path FROM files ORDER BY torrent, idx) GROUP BY torrent) p ON p.torrent = t.id",
+    )),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _fts_tokenizer() -> str:
+    """trigram when this SQLite has it (3.34+: substrings in any script, CJK included),
+    else unicode61 (whole words)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')")
+        return "trigram"
+    except sqlite3.Error:
+        return "unicode61"
+    finally:
+        conn.close()
+
+
+FTS_TOKENIZER = _fts_tokenizer()
+FTS_OPTIONS = ("tokenize='trigram', detail=none" if FTS_TOKENIZER == "trigram"
+               else "tokenize='unicode61 remove_diacritics 2'")
 
 
 class SchemaError(RuntimeError):
@@ -111,24 +188,55 @@ def apply_migrations(run: Callable[[str, Sequence[Any]], Sequence[Tuple[Any, ...
         raise
 
 
+def _unhex(text: Optional[str]) -> Optional[bytes]:
+    return None if text is None else bytes.fromhex(text)
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Brings the ``torrents`` component's tables to SCHEMA_VERSION in one transaction and
     returns the version found before. The connection must be in autocommit mode."""
-    return apply_migrations(lambda sql, params: conn.execute(sql, tuple(params)).fetchall(), MIGRATIONS,
+    # SQLite's own unhex() is 3.41+; the migration from version 1 uses this one.
+    conn.create_function("dhtc_unhex", 1, _unhex, deterministic=True)
+    migrations = [(d, [s.replace("{fts_options}", FTS_OPTIONS) for s in statements])
+                  for d, statements in MIGRATIONS]
+    return apply_migrations(lambda sql, params: conn.execute(sql, tuple(params)).fetchall(), migrations,
                             param=lambda _n: "?", begin="BEGIN IMMEDIATE")
 
 
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _utc_now() -> int:
+    return int(datetime.now(timezone.utc).timestamp())
+
+
+def _key(hex_hash: str) -> bytes:
+    """The 20-byte DHT key of a hash: a v1 hash, or a v2 hash truncated."""
+    return bytes.fromhex(hex_hash[:40])
+
+
+def record_of(torrent: Torrent) -> dict:
+    """A torrent as the row-shaped record both sinks and the importer store."""
+    at = torrent.discovered_at
+    seen = int(at.timestamp()) if at else _utc_now()
+    return {"info_hash": torrent.info_hash, "info_hash_v1": torrent.info_hash_v1,
+            "info_hash_v2": torrent.info_hash_v2, "version": torrent.version, "name": torrent.name,
+            "total_size": torrent.total_size, "num_files": torrent.num_files,
+            "piece_length": torrent.piece_length, "private": torrent.private,
+            "metadata_size": len(torrent.info) if torrent.info else None,
+            "files": [(f.path, f.size) for f in torrent.files], "first_seen": seen, "last_seen": seen,
+            "peer": torrent.peer, "times_seen": 1}
 
 
 class SqliteSink:
     """Stores torrents in a SQLite file (WAL): one transaction per torrent, so a crash or
     SIGKILL loses at most the torrent being written. Storing is idempotent: a torrent seen
-    again (under any of its hashes) updates ``last_seen``, ``peer`` and ``times_seen``."""
+    again (under any of its hashes) updates ``last_seen``, ``peer`` and ``times_seen``.
 
-    def __init__(self, path: str, *, busy_timeout_ms: int = 5000) -> None:
+    ``max_files``, when given, caps the file rows stored per torrent (the first N in the
+    torrent's order); ``num_files`` and ``total_size`` still describe every file. The search
+    index (search.py) is written in the same transaction."""
+
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, max_files: Optional[int] = None) -> None:
         self.path = path
+        self.max_files = max_files
         self._lock = threading.Lock()
         # Autocommit mode: transactions are explicit. Written from the delivery thread,
         # read from others, hence check_same_thread=False and the lock.
@@ -143,57 +251,91 @@ class SqliteSink:
         self.stored = 0   # new torrents
         self.updated = 0  # torrents seen again
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The sink's connection (for search.py's queries; take ``lock`` around them when
+        the sink is being written from another thread)."""
+        return self._conn
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
+
     def add(self, torrent: Torrent) -> bool:
         """Stores one torrent in its own transaction. True when it was new."""
-        seen = (torrent.discovered_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-                if torrent.discovered_at else _utc_now())
+        return self.merge(record_of(torrent), crawl=True)
+
+    def merge(self, rec: dict, *, crawl: bool = False,
+              also: Optional[Callable[[sqlite3.Connection], None]] = None) -> bool:
+        """Stores one record (record_of's form; hashes in hex, times in Unix seconds) in
+        its own transaction; True when it was new. A torrent held already (under any of its
+        keys) is combined with it: first_seen the earlier, last_seen the later, fields
+        unknown so far filled in, and times_seen + 1 for a crawl's sighting, else the larger
+        of the two (so importing the same dump twice changes nothing). ``also(conn)``, when
+        given, runs in the same transaction (the importer marks the keys delivered)."""
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                key = self._existing_key(torrent)
+                key = self._existing_key(rec)
                 if key is None:
-                    self._insert(torrent, seen)
+                    key = self._insert(rec)
+                    new = True
                 else:
+                    times = "times_seen + 1" if crawl else "max(times_seen, :times_seen)"
                     conn.execute(
-                        "UPDATE torrents SET last_seen = max(last_seen, ?), peer = coalesce(?, peer), "
-                        "times_seen = times_seen + 1 WHERE info_hash = ?", (seen, torrent.peer, key))
-                    self._insert_hashes(torrent, key)
+                        "UPDATE torrents SET first_seen = min(first_seen, :first_seen), "
+                        "peer = CASE WHEN :last_seen >= last_seen THEN coalesce(:peer, peer) ELSE peer END, "
+                        f"last_seen = max(last_seen, :last_seen), times_seen = {times}, "
+                        "info_hash_v1 = coalesce(info_hash_v1, :v1), info_hash_v2 = coalesce(info_hash_v2, :v2), "
+                        "version = coalesce(version, :version), piece_length = coalesce(piece_length, :piece_length), "
+                        "private = coalesce(private, :private), metadata_size = coalesce(metadata_size, :metadata_size) "
+                        "WHERE id = :id",
+                        {"first_seen": rec["first_seen"], "last_seen": rec["last_seen"], "peer": rec.get("peer"),
+                         "times_seen": rec.get("times_seen") or 1, "v1": _unhex(rec.get("info_hash_v1")),
+                         "v2": _unhex(rec.get("info_hash_v2")), "version": rec.get("version"),
+                         "piece_length": rec.get("piece_length"), "private": _bool_int(rec.get("private")),
+                         "metadata_size": rec.get("metadata_size"), "id": key})
+                    new = False
+                self._insert_hashes(rec, key)
+                if also is not None:
+                    also(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            if key is None:
+            if new:
                 self.stored += 1
             else:
                 self.updated += 1
-            return key is None
+            return new
 
-    def _existing_key(self, torrent: Torrent) -> Optional[str]:
-        # A hybrid may come back under its other key: any of its hashes identifies it.
-        hashes = list(torrent.hashes) or [torrent.info_hash]
-        marks = ",".join("?" * len(hashes))
-        row = self._conn.execute(
-            f"SELECT info_hash FROM hashes WHERE hash IN ({marks}) "
-            "UNION ALL SELECT info_hash FROM torrents WHERE info_hash = ? LIMIT 1",
-            (*hashes, torrent.info_hash)).fetchone()
-        return row[0] if row else None
+    def _existing_key(self, rec: dict) -> Optional[int]:
+        # A hybrid may come back under its other key: any of its keys identifies it.
+        keys = [_key(h) for h in _hashes(rec)]
+        marks = ",".join("?" * len(keys))
+        row = self._conn.execute(f"SELECT torrent FROM hashes WHERE hash IN ({marks}) LIMIT 1", keys).fetchone()
+        return int(row[0]) if row else None
 
-    def _insert(self, t: Torrent, seen: str) -> None:
-        self._conn.execute(
+    def _insert(self, r: dict) -> int:
+        cur = self._conn.execute(
             "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
-            "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size,
-             t.num_files, t.piece_length, int(t.private), len(t.info), seen, seen, t.peer))
-        self._conn.executemany(
-            "INSERT INTO files(info_hash, idx, path, size) VALUES (?, ?, ?, ?)",
-            ((t.info_hash, i, f.path, f.size) for i, f in enumerate(t.files)))
-        self._insert_hashes(t, t.info_hash)
+            "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (_key(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")), r.get("version"),
+             r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool_int(r.get("private")),
+             r.get("metadata_size"), r["first_seen"], r["last_seen"], r.get("peer"), r.get("times_seen") or 1))
+        tid = int(cur.lastrowid)
+        files = r["files"] if self.max_files is None else r["files"][:self.max_files]
+        self._conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
+                               ((tid, i, path, size) for i, (path, size) in enumerate(files)))
+        self._conn.execute("INSERT INTO search(rowid, text) VALUES (?, ?)",
+                           (tid, "\n".join([r["name"], *(path for path, _size in files)])))
+        return tid
 
-    def _insert_hashes(self, t: Torrent, key: str) -> None:
-        rows = [(h, kind, key) for h, kind in ((t.info_hash_v1, "v1"), (t.info_hash_v2, "v2")) if h]
-        self._conn.executemany("INSERT OR IGNORE INTO hashes(hash, kind, info_hash) VALUES (?, ?, ?)", rows)
+    def _insert_hashes(self, r: dict, key: int) -> None:
+        self._conn.executemany("INSERT OR IGNORE INTO hashes(hash, torrent) VALUES (?, ?)",
+                               [(_key(h), key) for h in _hashes(r)])
 
     def count(self) -> int:
         with self._lock:
@@ -202,6 +344,14 @@ class SqliteSink:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _hashes(rec: dict) -> List[str]:
+    return [h for h in (rec["info_hash"], rec.get("info_hash_v1"), rec.get("info_hash_v2")) if h]
+
+
+def _bool_int(value: Any) -> Optional[int]:
+    return None if value is None else int(bool(value))
 
 
 # ---- PostgreSQL (fleet mode) -------------------------------------------------------------
@@ -244,6 +394,16 @@ PG_MIGRATIONS: Migrations = (
         "CREATE INDEX hashes_by_torrent ON hashes(info_hash)",
         "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
     )),
+    ("search: a pg_trgm index on the names, when the extension can be had", (
+        # Without the extension (or the right to create it) search scans: still correct.
+        """DO $$ BEGIN
+            CREATE EXTENSION IF NOT EXISTS pg_trgm;
+            EXECUTE 'CREATE INDEX torrents_name_trgm ON torrents USING gin (lower(name) gin_trgm_ops)';
+        EXCEPTION WHEN OTHERS THEN
+            RAISE NOTICE 'dhtcrawler: no pg_trgm index (%), search scans', SQLERRM;
+        END $$""",
+        "CREATE INDEX torrents_by_first_seen ON torrents(first_seen)",
+    )),
 )
 
 
@@ -253,7 +413,7 @@ class PostgresSink:
     per torrent before the torrent is given up (and so not acknowledged)."""
 
     def __init__(self, conninfo: str) -> None:
-        from ._libpq import Connection, describe
+        from ._pg import Connection, describe
 
         self.path = describe(conninfo)
         self._lock = threading.Lock()
@@ -266,13 +426,22 @@ class PostgresSink:
         self.stored = 0
         self.updated = 0
 
+    @property
+    def connection(self) -> Any:
+        """The sink's connection (a dhtcrawler._pg.Connection, for search.py; take ``lock``)."""
+        return self._conn
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
+
     def _migrate(self) -> int:
         return apply_migrations(self._conn.execute, PG_MIGRATIONS, param=lambda n: f"${n}",
                                 lock=("SELECT pg_advisory_xact_lock($1)", (PG_SCHEMA_LOCK,)))
 
     def add(self, torrent: Torrent) -> bool:
         """Stores one torrent in its own transaction. True when it was new."""
-        from ._libpq import PgError
+        from ._pg import PgError
 
         seen = (torrent.discovered_at.isoformat() if torrent.discovered_at
                 else datetime.now(timezone.utc).isoformat())

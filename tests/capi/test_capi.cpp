@@ -252,6 +252,61 @@ TEST_CASE("a torrent answered RETRY (a sink failed) completes sink_failed and is
     CHECK(x.errors[0].find("fetched again") != std::string::npos);
 }
 
+TEST_CASE("with a SQLite retry store, a torrent answered RETRY comes back on the store's schedule and is taken") {
+    dhtc::test::fake_peer peer(fixture("v1_single"));
+    const std::string path = "/tmp/dhtc-capi-sink-" + std::to_string(getpid()) + ".sqlite";
+    auto options = nlohmann::json::parse(loopback_options);
+    // One second after the failure, no jitter: the retry comes while the test waits.
+    options["retry"] = {{"store", {{"kind", "sqlite"}, {"path", path}}},
+                        {"policy", {{"ladder_secs", {1}}, {"jitter_percent", 0}, {"class_percent", {{"sink_failed", 100}}}}}};
+    struct ctx {
+        std::mutex m;
+        std::vector<std::string> outcomes, states;
+        int torrents = 0;
+    } x;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(options.dump().c_str(), &c) == DHTC_OK);
+    dhtc_crawler_set_torrent_ack_callback(
+        c,
+        [](const char*, const unsigned char*, size_t, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            return ++s->torrents == 1 ? int{DHTC_ANSWER_RETRY} : int{DHTC_ANSWER_ACCEPT};
+        },
+        &x);
+    dhtc_crawler_set_completion_callback(
+        c,
+        [](const char* json, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            s->outcomes.push_back(nlohmann::json::parse(json).at("outcome"));
+        },
+        &x);
+    dhtc_crawler_set_retry_callback(
+        c,
+        [](const char* json, void* u) {
+            auto* s = static_cast<ctx*>(u);
+            std::lock_guard l(s->m);
+            s->states.push_back(nlohmann::json::parse(json).at("state"));
+        },
+        &x);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    announcer a;
+    a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port); // once: the retry needs no announce
+    for (int i = 0; i < 400; ++i) {
+        {
+            std::lock_guard l(x.m);
+            if (x.states.size() >= 2) break;
+        }
+        std::this_thread::sleep_for(25ms);
+    }
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    CHECK(x.torrents == 2);
+    CHECK(x.outcomes == std::vector<std::string>{"sink_failed", "accepted"});
+    CHECK(x.states == std::vector<std::string>{"dormant", "done"});
+    for (const auto& suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
 // Regression: retry events came through the completion callback, and every binding read
 // them as completions without an outcome.
 TEST_CASE("with a SQLite retry store, retry events reach the retry callback and never the completion callback") {

@@ -27,6 +27,7 @@ import jsonschema
 import pytest
 
 import dhtcrawler
+import dhtcrawler.search
 from dhtcrawler.sinks import read_jsonl
 from dhtcrawler.status import StatusLine
 
@@ -88,14 +89,11 @@ class Crawl:
 
 def db_torrents(path: Path) -> Dict[str, dict]:
     with sqlite3.connect(path) as conn:
-        conn.row_factory = sqlite3.Row
         out = {}
-        for row in conn.execute("SELECT * FROM torrents"):
-            t = dict(row)
-            t["files"] = [(r["path"], r["size"]) for r in conn.execute(
-                "SELECT path, size FROM files WHERE info_hash = ? ORDER BY idx", (t["info_hash"],))]
-            t["hashes"] = sorted(r[0] for r in conn.execute("SELECT hash FROM hashes WHERE info_hash = ?",
-                                                            (t["info_hash"],)))
+        for (key,) in conn.execute("SELECT hex(info_hash) FROM torrents"):
+            t = dhtcrawler.search.torrent(conn, key)
+            t["files"] = [(f["path"], f["size"]) for f in t["files"]]
+            t["hashes"] = sorted(h for h in (t["info_hash_v1"], t["info_hash_v2"]) if h)
             out[t["info_hash"]] = t
         return out
 

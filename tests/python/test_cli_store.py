@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List, Set
 
 import pytest
 
-from dhtcrawler._libpq import Connection
+from dhtcrawler._pg import Connection
 from dhtcrawler.sinks import read_jsonl
 
 from conftest import unused_loopback_port, wait_for

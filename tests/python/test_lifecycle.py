@@ -102,7 +102,7 @@ def pg_conninfo() -> Iterator[Optional[str]]:
     if not base:
         yield None
         return
-    from dhtcrawler._libpq import Connection
+    from dhtcrawler._pg import Connection
 
     schema = "life_" + secrets.token_hex(4)
     admin = Connection(base)

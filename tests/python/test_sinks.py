@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from dhtcrawler import Torrent
+from dhtcrawler.search import parse_time, torrent
 from dhtcrawler.sinks import COMPONENT, MIGRATIONS, SCHEMA_VERSION, JsonlSink, SchemaError, SqliteSink, read_jsonl
 
 
@@ -85,12 +86,16 @@ def test_store_is_idempotent_and_keeps_first_and_last_seen(tmp_path, fixture_tor
     assert sink.add(first) is True
     assert sink.add(fixture_torrent("v1_multi", peer="127.0.0.2:1", at="2026-12-02T19:00:00Z")) is False
     sink.close()
-    (row,) = rows(db_path, "SELECT info_hash, name, num_files, total_size, first_seen, last_seen, peer, "
+    (row,) = rows(db_path, "SELECT hex(info_hash), name, num_files, total_size, first_seen, last_seen, peer, "
                            "times_seen, metadata_size FROM torrents")
-    assert row == (first.info_hash, first.name, first.num_files, first.total_size, "2026-12-02T18:00:00Z",
-                   "2026-12-02T19:00:00Z", "127.0.0.2:1", 2, len(first.info))
+    assert row == (first.info_hash.upper(), first.name, first.num_files, first.total_size,
+                   parse_time("2026-12-02T18:00:00Z"), parse_time("2026-12-02T19:00:00Z"), "127.0.0.2:1", 2,
+                   len(first.info))
     assert rows(db_path, "SELECT path, size FROM files ORDER BY idx") == [(f.path, f.size) for f in first.files]
-    assert rows(db_path, "SELECT hash, kind FROM hashes") == [(first.info_hash_v1, "v1")]
+    assert rows(db_path, "SELECT hex(hash) FROM hashes") == [(first.info_hash_v1.upper(),)]
+    held = torrent(db_path, first.info_hash)
+    assert held["first_seen"] == "2026-12-02T18:00:00Z" and held["last_seen"] == "2026-12-02T19:00:00Z"
+    assert held["files"] == [{"path": f.path, "size": f.size} for f in first.files]
 
 
 def test_a_hybrid_under_its_other_key_is_the_same_torrent(tmp_path, fixture_torrent):
@@ -106,10 +111,16 @@ def test_a_hybrid_under_its_other_key_is_the_same_torrent(tmp_path, fixture_torr
     assert sink.add(v2_only) is True
     sink.close()
     assert rows(db_path, "SELECT count(*) FROM torrents") == [(2,)]
-    assert sorted(rows(db_path, "SELECT hash, kind FROM hashes WHERE info_hash = ?", hybrid.info_hash)) == sorted(
-        [(hybrid.info_hash_v1, "v1"), (hybrid.info_hash_v2, "v2")])
+    # Both 20-byte keys of the hybrid (v1, truncated v2) name its one row.
+    assert sorted(rows(db_path, "SELECT hex(h.hash) FROM hashes h JOIN torrents t ON t.id = h.torrent "
+                                "WHERE t.info_hash = ?", bytes.fromhex(hybrid.info_hash))) == sorted(
+        [(hybrid.info_hash_v1.upper(),), (hybrid.info_hash_v2[:40].upper(),)])
+    for key in (hybrid.info_hash_v1, hybrid.info_hash_v2, hybrid.info_hash_v2[:40]):
+        got = torrent(db_path, key)
+        assert got["info_hash"] == hybrid.info_hash and got["version"] == "hybrid"
+        assert got["info_hash_v2"] == hybrid.info_hash_v2
     assert hashlib.sha256(v2_only.info).hexdigest() == v2_only.info_hash_v2
-    assert rows(db_path, "SELECT info_hash FROM hashes WHERE hash = ?", v2_only.info_hash_v2) == [(v2_only.info_hash,)]
+    assert torrent(db_path, v2_only.info_hash_v2)["info_hash"] == v2_only.info_hash
 
 
 def test_sigkill_loses_nothing_committed(tmp_path, fixture_torrent):

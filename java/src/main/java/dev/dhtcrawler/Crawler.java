@@ -6,8 +6,10 @@ import dev.dhtcrawler.internal.Json;
 import dev.dhtcrawler.internal.NativeCrawler;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
@@ -27,8 +29,12 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * A handler that throws is reported to the error handler and, where it decides something, counts
  * as a rejection. Once {@link #close()} has returned no handler runs again.
  *
- * <p>Thread safety: every method may be called from any thread; {@link #close()} waits for calls in
- * progress on other threads.
+ * <p>Instead of handlers, events can be polled: {@link #enablePolling()} before start, then {@link
+ * #poll(Duration)} on any thread and {@link #answer(long, Answer)} for gate and torrent events.
+ *
+ * <p>Thread safety: every method may be called from any thread. {@link #shutdown()} never blocks
+ * (it only requests the stop); {@link #close()} waits for calls in progress on other threads and
+ * for a handler that is running.
  */
 public final class Crawler implements AutoCloseable {
     private final NativeCrawler crawler;
@@ -37,12 +43,17 @@ public final class Crawler implements AutoCloseable {
     // library's destroy already waits for the handler to return.
     private final ReentrantReadWriteLock lifetime = new ReentrantReadWriteLock();
     private volatile boolean closed;
+    // Set while a close() waits for or holds the write lock: shutdown() then leaves the stop to it.
+    private volatile boolean closing;
     private boolean started;
+    private boolean polling;
+    private volatile boolean drained;
     private volatile Dispatcher dispatcher;
 
     private Gate gate;
-    private TorrentAckHandler torrent;
+    private TorrentAnswerHandler torrent;
     private CompletionHandler completion;
+    private RetryHandler retry;
     private ErrorHandler error;
     private ObservationHandler observation;
 
@@ -94,15 +105,38 @@ public final class Crawler implements AutoCloseable {
         beforeStart();
         torrent = t -> {
             handler.onTorrent(t);
-            return true;
+            return Answer.ACCEPT;
         };
         return this;
     }
 
-    /** Receives each torrent and accepts (true) or rejects (false) it. Replaces {@link #onTorrent}. */
+    /**
+     * Receives each torrent and accepts (true) or rejects (false) it. Replaces {@link #onTorrent}
+     * and {@link #onTorrentAnswer}.
+     */
     public synchronized Crawler onTorrentAck(TorrentAckHandler handler) {
+        Objects.requireNonNull(handler);
+        beforeStart();
+        torrent = t -> Answer.of(handler.onTorrent(t));
+        return this;
+    }
+
+    /**
+     * Receives each torrent and answers it with one of the three {@link Answer}s: {@link
+     * Answer#RETRY} when it could not be stored now (it is fetched again). Replaces {@link
+     * #onTorrent} and {@link #onTorrentAck}. (A separate name: a lambda returning a boolean and one
+     * returning an Answer could not be told apart by an overload.)
+     */
+    public synchronized Crawler onTorrentAnswer(TorrentAnswerHandler handler) {
         beforeStart();
         torrent = Objects.requireNonNull(handler);
+        return this;
+    }
+
+    /** Receives what the retry store made of each round (only with a retry store). */
+    public synchronized Crawler onRetry(RetryHandler handler) {
+        beforeStart();
+        retry = Objects.requireNonNull(handler);
         return this;
     }
 
@@ -154,12 +188,118 @@ public final class Crawler implements AutoCloseable {
         }
     }
 
-    /** Stops crawling and fetching. Idempotent; allowed inside handlers. Cannot be started again. */
+    /**
+     * Stops crawling and fetching, and returns without waiting for anything (the threads wind down
+     * in the background; {@link #close()} joins them). Idempotent; allowed from any thread, inside
+     * handlers, concurrently with itself and with close(); a no-op once closed. Cannot be started
+     * again. Handlers (the cancelled rounds' completions) may still run until close() returns.
+     */
     public void shutdown() {
+        if (inHandler()) {
+            crawler.shutdown(); // close() cannot complete while a handler runs
+            return;
+        }
+        if (closed || closing) return; // close() shuts it down
+        // Only close() takes the write lock: when it is held, close() is doing the shutdown.
+        if (!lifetime.readLock().tryLock()) return;
+        try {
+            if (!closed) crawler.shutdown();
+        } finally {
+            lifetime.readLock().unlock();
+        }
+    }
+
+    /**
+     * Switches event delivery to polling ({@link #poll(Duration)}): before {@link #start()}, and
+     * with no handler set.
+     */
+    public synchronized Crawler enablePolling() {
+        beforeStart();
+        if (gate != null || torrent != null || completion != null || retry != null || error != null || observation != null) {
+            throw new IllegalStateException("polling replaces the handlers: set none");
+        }
         withCrawler(c -> {
-            c.shutdown();
+            c.enable_polling();
             return null;
         });
+        polling = true;
+        return this;
+    }
+
+    /**
+     * Takes the next event, waiting up to {@code timeout} (negative: no limit). Every event type is
+     * polled; answer {@link GateEvent}s and {@link TorrentEvent}s with {@link #answer(long, Answer)}
+     * (an unanswered torrent is answered {@link Answer#RETRY} after {@code
+     * metadata.gate_timeout_millis}). An event of a type this binding does not know is skipped with
+     * a log line. After shutdown the remaining events (the cancelled completions among them) are
+     * returned, then empty at once ({@link #isDrained()}); empty too once closed.
+     *
+     * @return the event, or empty when none came in time
+     * @throws IllegalStateException when polling was not enabled
+     * @throws InterruptedException when the waiting thread is interrupted
+     */
+    public Optional<Event> poll(Duration timeout) throws InterruptedException {
+        if (!polling) throw new IllegalStateException("enablePolling() was not called");
+        final boolean forever = timeout.isNegative();
+        final long deadline = forever ? 0 : System.nanoTime() + timeout.toNanos();
+        while (true) {
+            if (Thread.interrupted()) throw new InterruptedException();
+            if (drained || closed) return Optional.empty();
+            long left = forever ? 100 : Math.max(0, (deadline - System.nanoTime()) / 1_000_000);
+            long slice = Math.min(left, 100); // close() waits for one slice at most
+            byte[] raw;
+            try {
+                raw = withCrawler(c -> c.poll(slice));
+            } catch (DhtcException e) {
+                if (closed) return Optional.empty();
+                if (e.code() == DhtcNativeConstants.DHTC_ERR_STATE) {
+                    drained = true; // shut down, every event taken
+                    return Optional.empty();
+                }
+                throw e;
+            }
+            if (raw.length > 0) {
+                int nul = 0;
+                while (nul < raw.length && raw[nul] != 0) nul++;
+                String json = new String(raw, 0, nul, StandardCharsets.UTF_8);
+                byte[] info = nul + 1 < raw.length ? Arrays.copyOfRange(raw, nul + 1, raw.length) : new byte[0];
+                Event event = Events.decode(json, info);
+                if (event != null) return Optional.of(event);
+                if ("torrent".equals(Events.type(json))) { // unreadable: rejected, as a throwing handler would
+                    Long id = Events.id(json);
+                    if (id != null) answer(id, Answer.REJECT);
+                }
+                continue; // skipped: take the next one within the time left
+            }
+            if (!forever && left == 0) return Optional.empty();
+        }
+    }
+
+    /** True once the crawler was shut down and {@link #poll(Duration)} has returned every event. */
+    public boolean isDrained() {
+        return drained || closed;
+    }
+
+    /**
+     * Answers a polled {@link TorrentEvent} (or a {@link GateEvent}: {@link Answer#ACCEPT} fetches,
+     * anything else skips).
+     *
+     * @return false when it was answered already, its time ran out or the crawler is closed
+     */
+    public boolean answer(long id, Answer answer) {
+        Objects.requireNonNull(answer, "answer");
+        int code = answer.code();
+        try {
+            return withCrawler(c -> c.answer(id, code));
+        } catch (DhtcException e) {
+            if (closed) return false;
+            throw e;
+        }
+    }
+
+    /** Answers a polled {@link GateEvent} (true: fetch) or {@link TorrentEvent} (true: accept, false: reject). */
+    public boolean answer(long id, boolean accept) {
+        return answer(id, Answer.of(accept));
     }
 
     /**
@@ -212,18 +352,51 @@ public final class Crawler implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (inHandler()) {
-            throw new DhtcException(DhtcNativeConstants.DHTC_ERR_STATE, "DHTC_ERR_STATE",
-                    "close() inside a handler: call shutdown() there and close afterwards");
+        closeWithin(-1);
+    }
+
+    /**
+     * {@link #close()} that waits at most {@code timeout} for a handler that is still running.
+     *
+     * @throws DhtcException DHTC_ERR_TIMEOUT when a handler was still running after {@code
+     *     timeout}: the crawler is then shut down but not closed (call close again later);
+     *     DHTC_ERR_STATE when called inside a handler
+     */
+    public void close(Duration timeout) {
+        long millis = timeout.isNegative() ? -1 : Math.max(0, timeout.toMillis());
+        if (!closeWithin(millis)) {
+            throw DhtcException.of(DhtcNativeConstants.DHTC_ERR_TIMEOUT,
+                    "a handler was still running after " + timeout + ": shut down, not closed yet");
         }
+    }
+
+    private boolean closeWithin(long millis) {
+        if (inHandler()) {
+            throw DhtcException.of(DhtcNativeConstants.DHTC_ERR_STATE, "close() inside a handler: call shutdown() there and close afterwards");
+        }
+        if (closed) return true;
+        try {
+            shutdown(); // run(), awaitShutdown() and poll() return within a slice and release the lock
+        } catch (DhtcException e) {
+            // destroy shuts it down anyway
+        }
+        closing = true;
         lifetime.writeLock().lock();
         try {
-            if (closed) return;
-            crawler.close(); // joins the delivery thread: no handler runs after this
+            if (closed) return true;
+            // Destroys the crawler, joining the delivery thread: no handler runs after this.
+            if (millis < 0) {
+                crawler.close();
+            } else if (!crawler.close_within(millis)) {
+                return false;
+            }
             closed = true;
             crawler.delete();
+            // Only now the director, and with it the JNI reference to the handlers, goes.
             if (dispatcher != null) dispatcher.delete();
+            return true;
         } finally {
+            if (!closed) closing = false;
             lifetime.writeLock().unlock();
         }
     }
@@ -256,9 +429,7 @@ public final class Crawler implements AutoCloseable {
         if (inHandler()) return call.apply(crawler); // close() cannot complete while a handler runs
         lifetime.readLock().lock();
         try {
-            if (closed) {
-                throw new DhtcException(DhtcNativeConstants.DHTC_ERR_STATE, "DHTC_ERR_STATE", "the crawler is closed");
-            }
+            if (closed) throw DhtcException.of(DhtcNativeConstants.DHTC_ERR_STATE, "the crawler is closed");
             return call.apply(crawler);
         } finally {
             lifetime.readLock().unlock();
@@ -267,6 +438,7 @@ public final class Crawler implements AutoCloseable {
 
     private void beforeStart() {
         if (started || closed) throw new IllegalStateException("handlers are set before start()");
+        if (polling) throw new IllegalStateException("polling is enabled: events are polled, not handled");
     }
 
     private void registerHandlers(NativeCrawler c) {
@@ -274,14 +446,16 @@ public final class Crawler implements AutoCloseable {
         int which = 0;
         if (gate != null) which |= DhtcNativeConstants.on_gate;
         if (torrent != null) which |= DhtcNativeConstants.on_torrent;
-        if (completion != null) which |= DhtcNativeConstants.on_completion;
+        // The completion callback also takes retry events from a library that still sends them there.
+        if (completion != null || retry != null) which |= DhtcNativeConstants.on_completion;
+        if (retry != null) which |= DhtcNativeConstants.on_retry;
         if (error != null) which |= DhtcNativeConstants.on_error;
         if (observation != null) which |= DhtcNativeConstants.on_observation;
         if (which == 0) return;
         // Exceptions of the other handlers are reported to the error handler; without one they
         // still count as rejections, and the report goes nowhere.
         ErrorHandler errors = error != null ? error : message -> {};
-        dispatcher = new Dispatcher(gate, torrent, completion, errors, observation);
+        dispatcher = new Dispatcher(gate, torrent, completion, retry, errors, observation);
         c.setHandler(dispatcher, which | DhtcNativeConstants.on_error);
     }
 

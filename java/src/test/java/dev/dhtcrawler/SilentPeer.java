@@ -26,6 +26,13 @@ final class SilentPeer implements AutoCloseable {
         return server.getLocalPort();
     }
 
+    /** The connections it holds open (file descriptors of this process). */
+    int held() {
+        synchronized (held) {
+            return held.size();
+        }
+    }
+
     private void accept() {
         while (!server.isClosed()) {
             try {

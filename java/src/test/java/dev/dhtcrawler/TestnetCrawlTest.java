@@ -37,7 +37,7 @@ class TestnetCrawlTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final int TORRENTS = 30;
 
-    private static String testnetBinary() {
+    static String testnetBinary() {
         String bin = System.getProperty("DHTCRAWLER_TESTNET", System.getenv("DHTCRAWLER_TESTNET"));
         if (bin == null || bin.isEmpty()) {
             fail("DHTCRAWLER_TESTNET is not set: point it (environment or -D) at the dhtcrawler-testnet binary of a build tree");
@@ -47,7 +47,7 @@ class TestnetCrawlTest {
     }
 
     /** Reads stdout until "BOOTSTRAP ip:port" (the network is up), at most two minutes. */
-    private static String awaitBootstrap(Process net) throws Exception {
+    static String awaitBootstrap(Process net) throws Exception {
         BlockingQueue<String> lines = new ArrayBlockingQueue<>(64);
         Thread reader = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(net.getInputStream(), StandardCharsets.UTF_8))) {

@@ -42,6 +42,34 @@ public final class Json {
         return v == null || v.isNull() ? null : v.asText();
     }
 
+    /** The tree of an event the library sent, or an empty object when it is not JSON: event decoding never throws. */
+    public static JsonNode lenientTree(String json) {
+        try {
+            JsonNode n = json == null ? null : MAPPER.readTree(json);
+            return n == null ? MAPPER.createObjectNode() : n;
+        } catch (JsonProcessingException | RuntimeException e) {
+            return MAPPER.createObjectNode();
+        }
+    }
+
+    /** A textual field, or null when it is absent, null or not a string. */
+    public static String lenientString(JsonNode node, String field) {
+        JsonNode v = node.get(field);
+        return v != null && v.isTextual() ? v.textValue() : null;
+    }
+
+    /** An integer field, or null when it is absent, null or not an integer. */
+    public static Long lenientLong(JsonNode node, String field) {
+        JsonNode v = node.get(field);
+        return v != null && v.isIntegralNumber() && v.canConvertToLong() ? v.longValue() : null;
+    }
+
+    /** An integer field, or 0 when it is absent, null or not an integer. */
+    public static long lenientInt(JsonNode node, String field) {
+        Long v = lenientLong(node, field);
+        return v == null ? 0 : v;
+    }
+
     /** A required integer field. */
     public static long integer(JsonNode node, String field) {
         JsonNode v = node.get(field);

@@ -1,0 +1,233 @@
+"""Dumps: ``dhtcrawler export`` (JSON lines, optionally zstd) and ``dhtcrawler import``
+(such dumps, or a magnetico SQLite database) into the CLI's SQLite database.
+
+A dump line is the torrent JSON form (docs/torrent-json.md) with the database's own fields
+added (the form only gains fields): ``first_seen``, ``last_seen`` (RFC 3339) and
+``times_seen``; ``discovered_at`` is the first sighting and ``peer`` the last one's. When
+the crawl capped the file rows (``--max-files``), ``files`` holds the stored ones and
+``num_files`` / ``total_size`` still count every file. Fields a source did not know
+(magnetico has no piece length, version or private flag, and no v1/v2 split of its hash)
+are ``null``, never invented.
+
+Import merges (sinks.SqliteSink.merge): a torrent held already, under any of its keys, is
+one row: first_seen the earlier, last_seen the later, times_seen the larger (so importing
+a dump twice changes nothing), unknown fields filled in. Every imported key is marked
+delivered in the retry store (state done), so a crawl on that database does not fetch it
+again, unless ``refetch``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional
+
+from .search import parse_time, rfc3339
+from .sinks import SqliteSink
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+RETRY_DONE = 2  # core/retry/store.hpp hash_state::done
+
+
+class DumpError(RuntimeError):
+    """An unreadable input (not JSON lines, not a magnetico database) or a missing extra."""
+
+
+def _zstandard() -> Any:
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        raise DumpError("zstd needs the zstandard package: pip install 'dhtcrawler[zstd]'") from None
+    return zstandard
+
+
+# ---- export -------------------------------------------------------------------------------
+
+def export_docs(conn: sqlite3.Connection, since: Any = None) -> Iterator[Dict[str, Any]]:
+    """Every torrent seen at or after ``since`` (last_seen; Unix seconds or RFC 3339; None:
+    all), oldest first, as its dump document."""
+    since_s = parse_time(since)
+    cur = conn.execute(
+        "SELECT id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, piece_length, "
+        "private, first_seen, last_seen, peer, times_seen FROM torrents "
+        + ("WHERE last_seen >= ? " if since_s is not None else "") + "ORDER BY id",
+        (since_s,) if since_s is not None else ())
+    files_conn = conn  # a second statement on the same connection
+    for (tid, key, v1, v2, version, name, size, num_files, piece_length, private, first, last, peer,
+         times) in cur:
+        files = [{"path": p, "size": s} for p, s in files_conn.execute(
+            "SELECT path, size FROM files WHERE torrent = ? ORDER BY idx", (tid,))]
+        doc: Dict[str, Any] = {
+            "schema": 1, "info_hash": bytes(key).hex(), "info_hash_v1": v1 and bytes(v1).hex(),
+            "info_hash_v2": v2 and bytes(v2).hex(), "version": version, "name": name, "total_size": size,
+            "num_files": num_files, "piece_length": piece_length,
+            "private": None if private is None else bool(private), "files": files}
+        if peer is not None:
+            doc["peer"] = peer
+        doc.update(discovered_at=rfc3339(first), first_seen=rfc3339(first), last_seen=rfc3339(last),
+                   times_seen=times)
+        yield doc
+
+
+def export(db_path: str, out: Optional[str], since: Any = None) -> int:
+    """Writes the dump of ``db_path`` to ``out`` (``None`` or ``-``: standard output; a
+    name ending in ``.zst``: zstd-compressed) and returns the number of torrents."""
+    import sys
+
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    n = 0
+    raw: Optional[IO[bytes]] = None
+    try:
+        if out in (None, "-"):
+            stream: IO[bytes] = sys.stdout.buffer
+        else:
+            raw = open(out + ".part", "wb")
+            stream = raw
+        writer: Any = stream
+        zw = None
+        if out and out.endswith(".zst"):
+            zw = _zstandard().ZstdCompressor(level=10).stream_writer(stream, closefd=False)
+            writer = zw
+        for doc in export_docs(conn, since):
+            writer.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+            n += 1
+        if zw is not None:
+            zw.close()
+        stream.flush()
+        if raw is not None:
+            os.fsync(raw.fileno())
+            raw.close()
+            raw = None
+            os.replace(out + ".part", out)  # type: ignore[operator]
+    finally:
+        if raw is not None:
+            raw.close()
+            os.unlink(out + ".part")  # type: ignore[operator]
+        conn.close()
+    return n
+
+
+# ---- import -------------------------------------------------------------------------------
+
+def _record(doc: Dict[str, Any]) -> Dict[str, Any]:
+    for key in ("info_hash", "name", "total_size", "num_files", "files"):
+        if key not in doc:
+            raise DumpError(f"a line without {key!r}")
+    first = parse_time(doc.get("first_seen") or doc.get("discovered_at"))
+    last = parse_time(doc.get("last_seen") or doc.get("discovered_at"))
+    if first is None:
+        first = last
+    if first is None:
+        raise DumpError(f"{doc['info_hash']}: no first_seen or discovered_at")
+    return {"info_hash": doc["info_hash"], "info_hash_v1": doc.get("info_hash_v1"),
+            "info_hash_v2": doc.get("info_hash_v2"), "version": doc.get("version"), "name": doc["name"],
+            "total_size": int(doc["total_size"]), "num_files": int(doc["num_files"]),
+            "piece_length": doc.get("piece_length"), "private": doc.get("private"), "metadata_size": None,
+            "files": [(f["path"], int(f["size"])) for f in doc["files"]], "first_seen": first,
+            "last_seen": last if last is not None else first, "peer": doc.get("peer"),
+            "times_seen": int(doc.get("times_seen") or 1)}
+
+
+def read_dump(path: str) -> Iterator[Dict[str, Any]]:
+    """The records of a JSON-lines dump (zstd-compressed or not; ``-`` is standard input)."""
+    import sys
+
+    f: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        head = f.peek(4)[:4] if hasattr(f, "peek") else b""
+        stream: IO[bytes] = f
+        if head == ZSTD_MAGIC:
+            stream = _zstandard().ZstdDecompressor().stream_reader(f)  # type: ignore[assignment]
+        for number, line in enumerate(io.TextIOWrapper(stream, encoding="utf-8"), 1):
+            if not line.strip():
+                continue
+            if not line.endswith("\n"):
+                break  # a torn last line
+            try:
+                doc = json.loads(line)
+            except ValueError as e:
+                raise DumpError(f"{path}:{number}: not JSON: {e}") from None
+            yield _record(doc)
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def read_magnetico(path: str) -> Iterator[Dict[str, Any]]:
+    """The torrents of a magnetico database: torrents(id, info_hash, name, total_size,
+    discovered_on) and files(torrent_id, size, path). Version, piece length, private flag
+    and the v1/v2 split are unknown (None)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"torrents", "files"} <= tables:
+            raise DumpError(f"{path}: a SQLite database without magnetico's torrents and files tables")
+        if "schema_migrations" in tables:
+            raise DumpError(f"{path}: a dhtcrawler database; export it and import the dump")
+        for tid, key, name, size, discovered in conn.execute(
+                "SELECT id, info_hash, name, total_size, discovered_on FROM torrents ORDER BY id").fetchall():
+            key = bytes(key)
+            if len(key) != 20:
+                continue
+            files = [(p, int(s)) for p, s in conn.execute(
+                "SELECT path, size FROM files WHERE torrent_id = ? ORDER BY id", (tid,))]
+            yield {"info_hash": key.hex(), "info_hash_v1": None, "info_hash_v2": None, "version": None,
+                   "name": name, "total_size": int(size), "num_files": max(len(files), 1),
+                   "piece_length": None, "private": None, "metadata_size": None, "files": files,
+                   "first_seen": int(discovered), "last_seen": int(discovered), "peer": None, "times_seen": 1}
+    finally:
+        conn.close()
+
+
+def read_any(path: str) -> Iterator[Dict[str, Any]]:
+    if path != "-":
+        with open(path, "rb") as f:
+            if f.read(16) == SQLITE_MAGIC:
+                return read_magnetico(path)
+    return read_dump(path)
+
+
+def _retry_table(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'retry_hashes'").fetchone() is not None
+
+
+def mark_delivered(conn: sqlite3.Connection, keys: Iterable[bytes], now: int) -> None:
+    """Marks 20-byte keys done in the retry store's table (a key being fetched, leased,
+    is left to its crawler)."""
+    conn.executemany(
+        "INSERT INTO retry_hashes(info_hash, state, next_retry_at, first_seen, last_seen, observations, attempts, "
+        "priority, failure_counts, recent_failures, lease_owner, peers) VALUES (?, ?, 0, ?, ?, 0, 0, 0, 0, 0, NULL, NULL) "
+        "ON CONFLICT(info_hash) DO UPDATE SET state = excluded.state WHERE state != 1",
+        [(k, RETRY_DONE, now, now) for k in keys])
+
+
+def import_files(db_path: str, paths: List[str], *, refetch: bool = False,
+                 ensure_retry_store: Optional[Callable[[str], None]] = None,
+                 progress: Optional[Callable[[int], None]] = None) -> Dict[str, int]:
+    """Merges every input into the database at ``db_path``; returns counts ``{read, new,
+    merged}``. Unless ``refetch``, ``ensure_retry_store(db_path)`` is called first (it
+    creates the retry store's tables, as a crawl would) and every key is marked done."""
+    import time
+
+    if not refetch and ensure_retry_store is not None:
+        ensure_retry_store(db_path)
+    sink = SqliteSink(db_path)
+    counts = {"read": 0, "new": 0, "merged": 0}
+    try:
+        mark = not refetch and _retry_table(sink.connection)
+        now = int(time.time())
+        for path in paths:
+            for rec in read_any(path):
+                keys = {bytes.fromhex(h[:40]) for h in (rec["info_hash"], rec.get("info_hash_v1"),
+                                                         rec.get("info_hash_v2")) if h}
+                new = sink.merge(rec, also=(lambda c, k=keys: mark_delivered(c, k, now)) if mark else None)
+                counts["read"] += 1
+                counts["new" if new else "merged"] += 1
+                if progress is not None:
+                    progress(counts["read"])
+    finally:
+        sink.close()
+    return counts

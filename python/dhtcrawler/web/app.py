@@ -1,0 +1,215 @@
+"""The web server's application (Starlette): the search page, the JSON API, Torznab and,
+beside a crawl, /metrics. See docs/api.md."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from . import auth, categories, queries as default_queries, torznab
+
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+DEFAULT_LIMIT = 20
+MAX_OFFSET = 1_000_000
+
+
+class BadParameter(ValueError):
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class SqliteDatabase:
+    """A read-only view of a crawl's SQLite file: one connection per request (cheap, and
+    safe beside the crawl writing the same file in WAL mode)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with self.connect() as conn:  # fails now, not at the first request
+            conn.execute("SELECT 1 FROM torrents LIMIT 1").fetchall()
+
+    def connect(self) -> sqlite3.Connection:
+        uri = "file:" + Path(self.path).resolve().as_posix() + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False)
+        return conn
+
+
+def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadParameter(name, f"{name} must be an integer, got {text!r}") from None
+    if not lo <= value <= hi:
+        raise BadParameter(name, f"{name} must be in {lo}..{hi}, got {value}")
+    return value
+
+
+def _query(request: Request) -> str:
+    q = request.query_params.get("q", "")
+    if len(q) > default_queries.MAX_QUERY_CHARS:
+        raise BadParameter("q", f"q is longer than {default_queries.MAX_QUERY_CHARS} characters")
+    return q.strip()
+
+
+def _bad(e: BadParameter) -> JSONResponse:
+    return JSONResponse({"error": {"status": 400, "parameter": e.parameter, "message": str(e)}}, status_code=400)
+
+
+def _not_found(message: str) -> JSONResponse:
+    return JSONResponse({"error": {"status": 404, "message": message}}, status_code=404)
+
+
+class AuthMiddleware:
+    """Refuses every request without the key (401), when a key is required."""
+
+    def __init__(self, app: Any, key: Optional[str]) -> None:
+        self.app = app
+        self.key = key
+
+    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or self.key is None:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        headers = {k: v for k, v in request.headers.items()}
+        if auth.key_matches(self.key, auth.presented_key(request.query_params, headers)):
+            await self.app(scope, receive, send)
+            return
+        response: Response
+        if scope["path"].startswith("/torznab"):
+            response = Response(torznab.error(torznab.INCORRECT_CREDENTIALS, "Incorrect user credentials"),
+                                status_code=401, media_type="application/xml")
+        else:
+            response = JSONResponse({"error": {"status": 401, "message": "an API key is required (?apikey=, "
+                                               "the X-Api-Key header, or basic auth with the key as password)"}},
+                                    status_code=401, headers={"WWW-Authenticate": 'Basic realm="dhtcrawler"'})
+        await response(scope, receive, send)
+
+
+def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Callable[[], str]] = None,
+               queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "") -> Any:
+    """The ASGI application. ``db`` has ``connect()`` (a SqliteDatabase); ``api_key``, when
+    given, is required on every request; ``metrics`` renders /metrics (beside a crawl);
+    ``queries`` provides search(), torrent() and stats() (dhtcrawler.web.queries' signatures)."""
+
+    def with_conn(fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        conn = db.connect()
+        try:
+            return fn(conn)
+        finally:
+            conn.close()
+
+    def api_search(request: Request) -> Response:
+        try:
+            q = _query(request)
+            limit = _int(request, "limit", DEFAULT_LIMIT, 1, default_queries.MAX_LIMIT)
+            offset = _int(request, "offset", 0, 0, MAX_OFFSET)
+            sort = request.query_params.get("sort") or default_queries.DEFAULT_SORT
+            if sort not in queries.SORTS:
+                raise BadParameter("sort", f"sort must be one of {', '.join(queries.SORTS)}, got {sort!r}")
+        except BadParameter as e:
+            return _bad(e)
+        total, rows = with_conn(lambda c: queries.search(c, q, limit, offset, sort))
+        return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": total,
+                             "results": rows})
+
+    def api_torrent(request: Request) -> Response:
+        info_hash = request.path_params["info_hash"].lower()
+        if not queries.is_info_hash(info_hash):
+            return _bad(BadParameter("info_hash", "info_hash must be 40 or 64 hex digits"))
+        doc = with_conn(lambda c: queries.torrent(c, info_hash))
+        if doc is None:
+            return _not_found(f"no torrent {info_hash}")
+        return JSONResponse(doc)
+
+    def api_stats(_request: Request) -> Response:
+        return JSONResponse(with_conn(queries.stats))
+
+    def xml(body: bytes, status: int = 200, rss: bool = False) -> Response:
+        return Response(body, status_code=status,
+                        media_type="application/rss+xml; charset=utf-8" if rss else "application/xml; charset=utf-8")
+
+    def torznab_api(request: Request) -> Response:
+        t = request.query_params.get("t")
+        if not t:
+            return xml(torznab.error(torznab.MISSING_PARAMETER, "Missing parameter (t)"), 400)
+        if t == "caps":
+            return xml(torznab.caps(title, version))
+        if t not in torznab.SEARCH_FUNCTIONS:
+            return xml(torznab.error(torznab.NO_SUCH_FUNCTION, f"No such function ({t})"), 400)
+        try:
+            q = _query(request)
+            limit = _int(request, "limit", torznab.DEFAULT_LIMIT, 0, torznab.MAX_LIMIT) or torznab.DEFAULT_LIMIT
+            offset = _int(request, "offset", 0, 0, MAX_OFFSET)
+            wanted = _categories(request.query_params.get("cat", ""))
+        except BadParameter as e:
+            return xml(torznab.error(torznab.INCORRECT_PARAMETER, f"Incorrect parameter ({e})"), 400)
+        # tvsearch and movie are answered as a q search (season/ep/ids are not indexed).
+        sort = default_queries.DEFAULT_SORT if q else "first_seen"
+
+        def run(conn: sqlite3.Connection) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
+            total, rows = queries.search(conn, q, limit, offset, sort)
+            items = []
+            for row in rows:
+                cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
+                # A torrent's category is a parent (5000); a client asking for 5040 wants it too.
+                if not wanted or cat in wanted or cat in {w // 1000 * 1000 for w in wanted}:
+                    items.append((row, cat))
+            return total, items
+
+        total, items = with_conn(run)
+        base = str(request.base_url).rstrip("/")
+        return xml(torznab.feed(title, base + "/", offset, total, items), rss=True)
+
+    def metrics_text(_request: Request) -> Response:
+        assert metrics is not None
+        try:
+            body = metrics()
+        except Exception as e:  # noqa: BLE001 - the crawler is closing
+            return PlainTextResponse(str(e), status_code=503)
+        return PlainTextResponse(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def page(name: str) -> Callable[[Request], Awaitable[Response]]:
+        async def serve(_request: Request) -> Response:
+            return FileResponse(STATIC / name, media_type="text/html; charset=utf-8")
+        return serve
+
+    routes = [
+        Route("/", page("index.html")),
+        Route("/torrent/{info_hash}", page("torrent.html")),
+        Route("/api/v1/search", api_search),
+        Route("/api/v1/torrents/{info_hash}", api_torrent),
+        Route("/api/v1/stats", api_stats),
+        Route("/torznab/api", torznab_api),
+        Route("/torznab/api/", torznab_api),
+        Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
+    ]
+    if metrics is not None:
+        routes.append(Route("/metrics", metrics_text))
+    app = Starlette(routes=routes)
+    return AuthMiddleware(app, api_key)
+
+
+def _categories(text: str) -> List[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or len(part) > 6:
+            raise BadParameter("cat", f"cat must be comma-separated category numbers, got {text!r}")
+        out.append(int(part))
+    return out
+

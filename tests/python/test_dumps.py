@@ -1,0 +1,145 @@
+"""`dhtcrawler export` and `dhtcrawler import` on real SQLite files: a dump round-trips to
+the same rows, importing is idempotent and merges sightings, a magnetico database imports
+with its unknown fields null, and imported hashes are marked delivered in the retry store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import jsonschema
+import pytest
+
+from dhtcrawler import search as S
+from dhtcrawler.dumps import read_dump
+from dhtcrawler.sinks import SqliteSink
+
+from conftest import torrent_schema
+from test_cli import run_cli
+from test_search import CORPUS, make
+
+RETRY_DONE = 2
+
+
+def everything(db):
+    """Every torrent by query, without the database's own row order."""
+    _, rows = S.search(db, "", limit=1000)
+    return sorted((S.torrent(db, r["info_hash"]) for r in rows), key=lambda t: t["info_hash"])
+
+
+@pytest.fixture
+def crawled(tmp_path):
+    path = str(tmp_path / "crawled.sqlite")
+    sink = SqliteSink(path)
+    for t in CORPUS:
+        sink.add(t)
+    sink.add(CORPUS[0])  # seen twice
+    sink.close()
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_export_then_import_round_trips(tmp_path, crawled, suffix):
+    if suffix.endswith(".zst"):
+        pytest.importorskip("zstandard")
+    dump = str(tmp_path / ("dump" + suffix))
+    out = run_cli("export", "--db", crawled, "-o", dump)
+    assert out.returncode == 0, out.stderr
+    if suffix.endswith(".zst"):
+        assert open(dump, "rb").read(4) == b"\x28\xb5\x2f\xfd"
+    lines = list(read_dump(dump))
+    assert len(lines) == len(CORPUS)
+    fresh = str(tmp_path / "fresh.sqlite")
+    out = run_cli("import", "--db", fresh, dump)
+    assert out.returncode == 0, out.stderr
+    assert f"imported {len(CORPUS)} torrents" in out.stderr
+    assert everything(fresh) == everything(crawled)
+    assert S.torrent(fresh, CORPUS[0].info_hash)["times_seen"] == 2
+    # again: nothing changes
+    assert run_cli("import", "--db", fresh, dump).returncode == 0
+    assert everything(fresh) == everything(crawled)
+    assert S.stats(fresh)["torrents"] == len(CORPUS)
+    # the imported keys are delivered: a crawl on this database does not fetch them
+    with sqlite3.connect(fresh) as conn:
+        states = dict(conn.execute("SELECT hex(info_hash), state FROM retry_hashes"))
+    for t in CORPUS:
+        for h in (t.info_hash_v1, t.info_hash_v2):
+            if h:
+                assert states[h[:40].upper()] == RETRY_DONE
+
+
+def test_export_lines_are_the_torrent_json_form(tmp_path, crawled):
+    out = run_cli("export", "--db", crawled, "--since", "2026-11-20T00:00:00Z")
+    assert out.returncode == 0, out.stderr
+    docs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [d["name"] for d in docs] == [t.name for t in CORPUS[2:]]  # by last_seen
+    schema = torrent_schema()
+    for d, t in zip(docs, CORPUS[2:]):
+        jsonschema.validate(d, schema)
+        assert d["files"] == [{"path": f.path, "size": f.size} for f in t.files]
+        assert d["discovered_at"] == d["first_seen"] and d["times_seen"] == 1
+
+
+def test_import_merges_sightings_and_a_hybrid_stays_one_row(tmp_path):
+    early, late = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    hybrid = CORPUS[1]
+    for path, at, key in ((early, "2026-10-01T00:00:00Z", hybrid.info_hash_v1),
+                          (late, "2026-12-24T00:00:00Z", hybrid.info_hash_v2[:40])):
+        doc = json.loads(make(hybrid.name, [(f.path, f.size) for f in hybrid.files], version="hybrid", at=at).json)
+        doc["info_hash"] = key  # the other crawl found it under its other key
+        doc["times_seen"] = 3
+        with open(path, "w") as f:
+            f.write(json.dumps(doc) + "\n")
+    db = str(tmp_path / "m.sqlite")
+    assert run_cli("import", "--db", db, "--refetch", late, early).returncode == 0
+    (t,) = everything(db)
+    assert t["first_seen"] == "2026-10-01T00:00:00Z" and t["last_seen"] == "2026-12-24T00:00:00Z"
+    assert t["times_seen"] == 3 and t["info_hash"] == hybrid.info_hash_v2[:40]
+    with sqlite3.connect(db) as conn:  # --refetch: nothing marked delivered
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "retry_hashes" not in tables or conn.execute("SELECT count(*) FROM retry_hashes").fetchone() == (0,)
+
+
+def test_a_magnetico_database_imports_with_unknown_fields_null(tmp_path):
+    mag = str(tmp_path / "magnetico.sqlite3")
+    with sqlite3.connect(mag) as conn:
+        conn.executescript("""
+            CREATE TABLE torrents (id INTEGER PRIMARY KEY, info_hash BLOB NOT NULL UNIQUE, name TEXT NOT NULL,
+                                   total_size INTEGER NOT NULL CHECK(total_size > 0),
+                                   discovered_on INTEGER NOT NULL CHECK(discovered_on > 0));
+            CREATE TABLE files (id INTEGER PRIMARY KEY, torrent_id INTEGER REFERENCES torrents ON DELETE CASCADE,
+                                size INTEGER NOT NULL, path TEXT NOT NULL);
+        """)
+        conn.execute("INSERT INTO torrents VALUES (1, ?, 'Голубой щенок 1976', 1500, 1764547200)", (b"\x11" * 20,))
+        conn.executemany("INSERT INTO files(torrent_id, size, path) VALUES (1, ?, ?)",
+                         [(1000, "video/щенок.avi"), (500, "info.nfo")])
+        conn.execute("INSERT INTO torrents VALUES (2, ?, '青い子犬', 42, 1764633600)", (b"\x22" * 20,))
+        conn.execute("INSERT INTO files(torrent_id, size, path) VALUES (2, 42, '青い子犬.mkv')")
+    db = str(tmp_path / "moved.sqlite")
+    out = run_cli("import", "--db", db, mag)
+    assert out.returncode == 0, out.stderr
+    t = S.torrent(db, "11" * 20)
+    assert t["name"] == "Голубой щенок 1976" and t["total_size"] == 1500 and t["num_files"] == 2
+    assert t["first_seen"] == "2025-12-01T00:00:00Z"
+    assert (t["version"], t["piece_length"], t["private"], t["info_hash_v1"], t["info_hash_v2"]) == (
+        None, None, None, None, None)
+    assert t["files"] == [{"path": "video/щенок.avi", "size": 1000}, {"path": "info.nfo", "size": 500}]
+    assert [r["name"] for r in S.search(db, "щенок")[1]] == ["Голубой щенок 1976"]
+    assert [r["name"] for r in S.search(db, "子犬")[1]] == ["青い子犬"]
+    out = run_cli("export", "--db", db)
+    docs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [d["version"] for d in docs] == [None, None] and docs[0]["piece_length"] is None
+    for d in docs:
+        jsonschema.validate(d, torrent_schema())
+    with sqlite3.connect(db) as conn:
+        assert dict(conn.execute("SELECT hex(info_hash), state FROM retry_hashes")) == {
+            "11" * 20: RETRY_DONE, "22" * 20: RETRY_DONE}
+
+
+def test_bad_inputs_exit_2(tmp_path, crawled):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert run_cli("import", "--db", str(tmp_path / "x.sqlite"), str(bad)).returncode == 2
+    assert run_cli("import", "--db", str(tmp_path / "x.sqlite"), str(tmp_path / "missing")).returncode == 2
+    assert run_cli("import", "--db", str(tmp_path / "x.sqlite"), crawled).returncode == 2  # ours: export it
+    assert run_cli("export", "--db", str(tmp_path / "missing.sqlite")).returncode == 2

@@ -1,0 +1,233 @@
+"""Search over real SQLite files: the schema-2 migration of a version-1 database, the
+file-row cap, full text in Latin, Cyrillic and CJK names and in file paths, filters,
+sorts and the `dhtcrawler search` command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+
+from dhtcrawler import Torrent
+from dhtcrawler import search as S
+from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink, apply_migrations
+
+from test_cli import run_cli
+
+
+def make(name, files, *, version="v1", at="2026-12-01T00:00:00Z", piece_length=16384, peer="127.0.0.1:1"):
+    h = hashlib.sha1(name.encode()).hexdigest()
+    h2 = hashlib.sha256(name.encode()).hexdigest()
+    v1 = h if version in ("v1", "hybrid") else None
+    v2 = h2 if version in ("v2", "hybrid") else None
+    doc = {"schema": 1, "info_hash": v1 or v2[:40], "info_hash_v1": v1, "info_hash_v2": v2, "version": version,
+           "name": name, "total_size": sum(s for _, s in files), "num_files": len(files),
+           "piece_length": piece_length, "private": False,
+           "files": [{"path": p, "size": s} for p, s in files], "peer": peer, "discovered_at": at}
+    return Torrent.from_json(json.dumps(doc, ensure_ascii=False))
+
+
+CORPUS = [
+    make("Ubuntu 24.04 Desktop amd64", [("ubuntu-24.04-desktop-amd64.iso", 6_000_000_000)],
+         at="2026-11-01T00:00:00Z"),
+    make("Debian netinst", [("debian/netinst.iso", 600_000_000), ("debian/SHA256SUMS", 1000)],
+         version="hybrid", at="2026-11-15T00:00:00Z"),
+    make("Тест торрент Москва", [("Москва/часть 1.mkv", 700_000_000), ("Москва/часть 2.mkv", 710_000_000)],
+         version="v2", at="2026-11-20T00:00:00Z"),
+    make("東京の夜景 写真集", [("写真/東京タワー.jpg", 3_000_000), ("写真/渋谷.jpg", 2_000_000),
+                           ("readme.txt", 100)], at="2026-11-25T00:00:00Z"),
+    make("field recordings", [("birds/sparrow.flac", 30_000_000), ("birds/owl.flac", 20_000_000),
+                              ("notes/ubuntu-setup.txt", 10)], at="2026-12-01T00:00:00Z"),
+]
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = str(tmp_path / "s.sqlite")
+    sink = SqliteSink(path)
+    for t in CORPUS:
+        sink.add(t)
+    sink.close()
+    return path
+
+
+def names(result):
+    return [r["name"] for r in result[1]]
+
+
+def test_latin_cyrillic_and_cjk_names_are_found(db):
+    assert names(S.search(db, "ubuntu desktop")) == ["Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "москва")) == ["Тест торрент Москва"]  # case-folded Cyrillic
+    assert names(S.search(db, "торрент")) == ["Тест торрент Москва"]
+    assert names(S.search(db, "夜景")) == ["東京の夜景 写真集"]          # a 2-character CJK word
+    assert names(S.search(db, "東京の夜")) == ["東京の夜景 写真集"]      # a CJK substring
+    assert S.search(db, "nothing-like-this")[0] == 0
+    # LIKE's wildcards are plain characters in a word
+    assert S.search(db, "ubuntu_24")[0] == 0 and S.search(db, "24%04")[0] == 0
+    assert names(S.search(db, "ubuntu-24.04")) == ["Ubuntu 24.04 Desktop amd64"]
+
+
+def test_file_paths_are_searched_and_the_name_ranks_first(db):
+    assert names(S.search(db, "sparrow")) == ["field recordings"]
+    assert names(S.search(db, "東京タワー")) == ["東京の夜景 写真集"]
+    # "ubuntu" is in one name and in another torrent's file path: the name ranks first.
+    total, rows = S.search(db, "ubuntu")
+    assert total == 2 and [r["name"] for r in rows] == ["Ubuntu 24.04 Desktop amd64", "field recordings"]
+    assert rows[0]["score"] > rows[1]["score"]
+    assert rows[0]["magnet"].startswith("magnet:?xt=urn:btih:" + rows[0]["info_hash"])
+
+
+def test_filters(db):
+    assert set(names(S.search(db, "", min_size=1_000_000_000))) == {
+        "Ubuntu 24.04 Desktop amd64", "Тест торрент Москва"}
+    assert names(S.search(db, "", max_size=10_000_000)) == ["東京の夜景 写真集"]
+    assert set(names(S.search(db, "", min_files=3))) == {"東京の夜景 写真集", "field recordings"}
+    assert names(S.search(db, "", max_files=1)) == ["Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "", version="hybrid")) == ["Debian netinst"]
+    assert names(S.search(db, "", version="v2")) == ["Тест торрент Москва"]
+    assert set(names(S.search(db, "", since="2026-11-20T00:00:00Z"))) == {
+        "Тест торрент Москва", "東京の夜景 写真集", "field recordings"}
+    assert names(S.search(db, "ubuntu", since="2026-11-02")) == ["field recordings"]
+    with pytest.raises(S.QueryError):
+        S.search(db, "", version="v3")
+    with pytest.raises(S.QueryError):
+        S.search(db, "", sort="colour")
+
+
+def test_sorts_and_pages(db):
+    assert names(S.search(db, "", sort="size"))[0] == "Ubuntu 24.04 Desktop amd64"
+    assert names(S.search(db, "", sort="size", order="asc"))[0] == "東京の夜景 写真集"
+    assert names(S.search(db, "", sort="first_seen")) == [t.name for t in reversed(CORPUS)]
+    assert names(S.search(db, "", sort="first_seen", order="asc")) == [t.name for t in CORPUS]
+    assert names(S.search(db, "", sort="files"))[0] in ("東京の夜景 写真集", "field recordings")
+    # swarm sizes are not stored yet: sort=swarm is relevance
+    assert names(S.search(db, "ubuntu", sort="swarm")) == names(S.search(db, "ubuntu"))
+    # a window of 1 candidate: the newest torrent the index finds
+    assert S.search(db, "ubuntu", window=1) == (1, S.search(db, "ubuntu", since="2026-11-02")[1])
+    assert S.search(db, "ubuntu", window=None)[0] == 2
+    total, page = S.search(db, "", sort="first_seen", limit=2, offset=2)
+    assert total == 5 and [r["name"] for r in page] == [CORPUS[2].name, CORPUS[1].name]
+
+
+def test_torrent_and_stats(db):
+    hybrid = CORPUS[1]
+    for key in (hybrid.info_hash_v1, hybrid.info_hash_v2, hybrid.info_hash_v2[:40].upper()):
+        t = S.torrent(db, key)
+        assert t["name"] == "Debian netinst" and t["version"] == "hybrid" and t["piece_length"] == 16384
+        assert t["files"] == [{"path": "debian/netinst.iso", "size": 600_000_000},
+                              {"path": "debian/SHA256SUMS", "size": 1000}]
+    assert S.torrent(db, "00" * 20) is None and S.torrent(db, "xyz") is None
+    st = S.stats(db)
+    assert st["torrents"] == 5 and st["files"] == st["files_stored"] == 11
+    assert st["versions"] == {"v1": 3, "v2": 1, "hybrid": 1, "unknown": 0}
+    assert st["first_seen"] == "2026-11-01T00:00:00Z" and st["tokenizer"] == S.tokenizer(sqlite3.connect(db))
+
+
+def test_file_rows_cap_keeps_count_and_total(tmp_path):
+    path = str(tmp_path / "cap.sqlite")
+    sink = SqliteSink(path, max_files=1)
+    sink.add(CORPUS[3])
+    sink.close()
+    t = S.torrent(path, CORPUS[3].info_hash)
+    assert t["num_files"] == 3 and t["total_size"] == CORPUS[3].total_size and t["files_stored"] == 1
+    assert names(S.search(path, "東京タワー")) == [CORPUS[3].name]  # the stored path is indexed
+    assert S.search(path, "渋谷.jpg")[0] == 0                        # the capped one is not
+
+
+def test_a_version_1_database_is_migrated(tmp_path):
+    path = str(tmp_path / "old.sqlite")
+    conn = sqlite3.connect(path, isolation_level=None)
+    apply_migrations(lambda sql, p: conn.execute(sql, tuple(p)).fetchall(), MIGRATIONS[:1], param=lambda _n: "?")
+    hybrid, v2 = CORPUS[1], CORPUS[2]
+    for t, times in ((hybrid, 3), (v2, 1)):
+        conn.execute("INSERT INTO torrents VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 100, ?, ?, ?, ?)",
+                     (t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files,
+                      t.piece_length, "2026-11-15T00:00:00Z", "2026-11-16T10:00:00Z", t.peer, times))
+        for i, f in enumerate(t.files):
+            conn.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (t.info_hash, i, f.path, f.size))
+        for h, kind in ((t.info_hash_v1, "v1"), (t.info_hash_v2, "v2")):
+            if h:
+                conn.execute("INSERT INTO hashes VALUES (?, ?, ?)", (h, kind, t.info_hash))
+    conn.close()
+    sink = SqliteSink(path)
+    assert sink.schema_version_found == 1
+    assert sink.add(hybrid) is False  # the migrated hybrid is found under its keys
+    sink.close()
+    got = S.torrent(path, hybrid.info_hash_v2)
+    assert got["first_seen"] == "2026-11-15T00:00:00Z" and got["times_seen"] == 4
+    assert got["files"] == [{"path": f.path, "size": f.size} for f in hybrid.files]
+    assert names(S.search(path, "netinst")) == ["Debian netinst"]
+    assert names(S.search(path, "часть")) == [v2.name]  # backfilled from the file paths
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT version FROM schema_migrations WHERE component = 'torrents'").fetchone() == (
+            SCHEMA_VERSION,)
+
+
+def test_search_command(db):
+    out = run_cli("search", "москва", "--db", db, "--json")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["name"] for r in rows] == ["Тест торрент Москва"]
+    out = run_cli("search", "ubuntu", "--db", db, "--limit", "1")
+    assert out.returncode == 0 and "Ubuntu 24.04 Desktop amd64" in out.stdout and "field recordings" not in out.stdout
+    assert "2 found" in out.stdout
+    assert run_cli("search", "x", "--db", str(db) + ".missing").returncode == 2
+    assert run_cli("search", "x", "--db", db, "--sort", "colour").returncode == 2
+
+
+# ---- PostgreSQL (DHTC_TEST_PG) ------------------------------------------------------------
+
+@pytest.fixture
+def pg_db():
+    import os
+    import secrets
+
+    base = os.environ.get("DHTC_TEST_PG")
+    if not base:
+        pytest.skip("DHTC_TEST_PG is not set (tests/pg/start_pg.sh prints a URI)")
+    from dhtcrawler._pg import Connection
+    from dhtcrawler.sinks import PostgresSink
+
+    schema = "search_" + secrets.token_hex(4)
+    admin = Connection(base)
+    admin.execute(f"CREATE SCHEMA {schema}")
+    uri = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
+    try:
+        sink = PostgresSink(uri)
+        sink.uri = uri
+        for t in CORPUS:
+            sink.add(t)
+        yield sink
+        sink.close()
+    finally:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.close()
+
+
+def test_postgresql_search_filters_and_sorts(pg_db):
+    db = pg_db
+    assert names(S.search(db, "ubuntu desktop")) == ["Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "москва")) == ["Тест торрент Москва"]
+    assert names(S.search(db, "夜景")) == ["東京の夜景 写真集"]
+    assert names(S.search(db, "sparrow")) == ["field recordings"]  # a file path
+    assert names(S.search(db, "ubuntu")) == ["Ubuntu 24.04 Desktop amd64", "field recordings"]
+    assert set(names(S.search(db, "", min_size=1_000_000_000))) == {"Ubuntu 24.04 Desktop amd64", "Тест торрент Москва"}
+    assert names(S.search(db, "", max_files=1)) == ["Ubuntu 24.04 Desktop amd64"]
+    assert names(S.search(db, "", version="hybrid")) == ["Debian netinst"]
+    assert names(S.search(db, "ubuntu", since="2026-11-02")) == ["field recordings"]
+    assert names(S.search(db, "", sort="first_seen", order="asc")) == [t.name for t in CORPUS]
+    assert names(S.search(db, "", sort="size"))[0] == "Ubuntu 24.04 Desktop amd64"
+    total, page = S.search(db, "", sort="first_seen", limit=2, offset=2)
+    assert total == 5 and [r["name"] for r in page] == [CORPUS[2].name, CORPUS[1].name]
+    hybrid = CORPUS[1]
+    for key in (hybrid.info_hash_v1, hybrid.info_hash_v2, hybrid.info_hash_v2[:40]):
+        t = S.torrent(db, key)
+        assert t["name"] == hybrid.name and t["first_seen"] == "2026-11-15T00:00:00Z"
+        assert t["files"] == [{"path": f.path, "size": f.size} for f in hybrid.files]
+    st = S.stats(db)
+    assert st["torrents"] == 5 and st["versions"]["hybrid"] == 1
+    out = run_cli("search", "東京", "--store", db.uri, "--json")
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["東京の夜景 写真集"]
