@@ -211,9 +211,12 @@ constexpr auto G = kind::gauge;
 using udp = net::udp_counters;
 constexpr field<udp> udp_fields[] = {
     {"rx_packets", &udp::rx_packets, C, "dhtc_udp_rx_packets_total", {}, "UDP datagrams received."},
-    {"rx_bytes", &udp::rx_bytes, C, "dhtc_udp_rx_bytes_total", {}, "UDP payload bytes received."},
+    {"rx_bytes", &udp::rx_bytes, C, "dhtc_udp_rx_bytes_total", {},
+     "UDP payload bytes received, at each datagram's real length (dropped ones included)."},
     {"rx_oversize", &udp::rx_oversize, C, "dhtc_udp_rx_oversize_total", {},
      "Datagrams longer than the 1500-byte limit, dropped unread."},
+    {"rx_truncated", &udp::rx_truncated, C, "dhtc_udp_rx_truncated_total", {},
+     "Datagrams longer than the receive buffer (cut short by the kernel; counted in rx_oversize too)."},
     {"tx_packets", &udp::tx_packets, C, "dhtc_udp_tx_packets_total", {}, "UDP datagrams sent."},
     {"tx_bytes", &udp::tx_bytes, C, "dhtc_udp_tx_bytes_total", {}, "UDP payload bytes sent."},
     {"tx_dropped", &udp::tx_dropped, C, "dhtc_udp_tx_dropped_total", {},
