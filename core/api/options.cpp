@@ -101,6 +101,8 @@ const field fields[] = {
      failure_ttl_max},
     {"metadata.max_metadata_size", size_ref{[](O& o) -> auto& { return o.metadata.max_metadata_size; }}, 1,
      metadata_size_max},
+    {"metadata.max_in_flight_bytes", size_ref{[](O& o) -> auto& { return o.metadata.max_in_flight_bytes; }},
+     16384, std::uint64_t{1} << 40},
     {"metadata.max_attempts", uint_ref{[](O& o) -> auto& { return o.metadata.max_attempts; }}, 1},
     {"metadata.gate_timeout_millis", uint_ref{[](O& o) -> auto& { return o.metadata.gate_timeout_millis; }}, 1},
     {"metadata.gate_default", bool_ref{[](O& o) -> auto& { return o.metadata.gate_default; }}},

@@ -62,11 +62,15 @@ public:
         if (begin_ == end_) begin_ = end_ = 0;
     }
 
-    // Makes room so that `need` unread bytes fit (and at least one more byte can be read).
-    // Views into pending() are invalid afterwards. False when the allocation failed.
+    // Makes room toward `need` unread bytes (and at least one more byte can be read). The
+    // buffer grows with what was read, never from a length field alone: at most doubling
+    // what is buffered (from initial_read_buffer), so a peer announcing a 1 MiB message
+    // costs 1 MiB only once it has sent about half of it. The caller reads again until its
+    // message is whole. Views into pending() are invalid afterwards. False when the
+    // allocation failed.
     bool prepare(std::size_t need) noexcept {
         const std::size_t have = end_ - begin_;
-        const std::size_t target = std::max(need, have + 1);
+        const std::size_t target = std::max(std::min(need, std::max(2 * have, initial_read_buffer)), have + 1);
         if (cap_ - begin_ >= target) return true;
         if (cap_ >= target) {
             std::memmove(data_.get(), data_.get() + begin_, have);

@@ -96,6 +96,8 @@ struct handover {
 struct pipeline::impl {
     impl(pipeline& o, const pipeline_options& opt, application_port& a, const dhtc::clock& c, retry_settings r)
         : owner(o), options(opt), app(a), clock(c), retry(std::move(r)), retry_cap(retry.store ? retry.slots : 0),
+          budget(opt.max_in_flight_bytes, &o.counters_.memory_held, &o.counters_.memory_refused,
+                 &o.counters_.memory_refused_bytes),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
           failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
                                               std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
@@ -112,6 +114,9 @@ struct pipeline::impl {
     retry_settings retry;
     std::size_t retry_cap;        ///< retry rounds at once (the budget)
     std::size_t retry_active = 0;
+    /// Metadata bytes in flight, across every job. Before io: the jobs' frames (destroyed
+    /// with io) give their charges back.
+    memory_budget budget;
     asio::io_context io{1};
     asio::steady_timer drain_timer{io};
     pending_queue pending;
@@ -152,6 +157,16 @@ struct pipeline::impl {
     asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
                                                               std::vector<endpoint> peers);
     asio::awaitable<answer> deliver(std::shared_ptr<job> j, delivery d);
+    /// A session that timed out while the memory budget held its requests back failed for
+    /// our want of memory, not the peer's: size_limit (not cached against the peer).
+    void starved_as_size_limit(const shared_pieces& pieces, std::vector<session_result>& results) {
+        if (!pieces.starved() || pieces.complete()) return;
+        for (auto& r : results)
+            if (r.failure == failure_class::timeout) {
+                r.failure = failure_class::size_limit;
+                bump(owner.counters_.memory_starved);
+            }
+    }
     asio::awaitable<void> wait(job& j) {
         std::error_code ec;
         co_await j.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -510,9 +525,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (peers.empty()) break;
         j->attempts += static_cast<unsigned>(peers.size());
         bump(c.attempts, peers.size());
-        shared_pieces pieces(options.max_metadata_size);
-        const auto results = co_await run_sessions(j, pieces, peers);
+        shared_pieces pieces(options.max_metadata_size, &budget);
+        auto results = co_await run_sessions(j, pieces, peers);
         if (stopping) co_return;
+        starved_as_size_limit(pieces, results);
         for (std::size_t i = 0; i < results.size(); ++i) {
             const auto cls = results[i].failure;
             if (cls == failure_class::none || cls == failure_class::cancelled) continue;
@@ -543,9 +559,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             ++j->attempts;
             bump(c.attempts);
             const endpoint one = peers[main_source];
-            shared_pieces again(options.max_metadata_size);
-            const auto second = co_await run_sessions(j, again, std::vector<endpoint>(1, one));
+            shared_pieces again(options.max_metadata_size, &budget);
+            auto second = co_await run_sessions(j, again, std::vector<endpoint>(1, one));
             if (stopping) co_return;
+            starved_as_size_limit(again, second);
             result.peer = one;
             if (again.complete() && verified(again.bytes())) {
                 bytes.emplace(again.bytes());
@@ -656,7 +673,10 @@ void pipeline::impl::shutdown_jobs() {
 pipeline::pipeline(const pipeline_options& o, application_port& app, const dhtc::clock& clock, retry_settings retry)
     : impl_(std::make_unique<impl>(*this, o, app, clock, std::move(retry))), ingress_(o.hash_queue_capacity) {}
 
-pipeline::~pipeline() { stop(); }
+pipeline::~pipeline() {
+    stop();
+    impl_.reset(); // its jobs give their budget charges back into counters_, which must still exist
+}
 
 std::size_t pipeline::pending_capacity() const noexcept { return impl_->pending.capacity(); }
 

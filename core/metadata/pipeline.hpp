@@ -31,6 +31,9 @@ struct pipeline_options {
     std::size_t peer_failure_cache_capacity = 200'000;
     unsigned peer_failure_ttl_secs = 60;
     std::size_t max_metadata_size = 10 * 1024 * 1024;
+    /// Metadata bytes held in flight across all jobs (leased and received pieces); a fetch
+    /// that finds it spent waits, and fails as size_limit if its deadline passes first.
+    std::size_t max_in_flight_bytes = std::size_t{64} << 20;
     unsigned max_attempts = 3;                  ///< real peer attempts per round
     std::size_t delivered_filter_capacity = 100'000;
     unsigned delivered_filter_period_secs = 86'400;
@@ -64,6 +67,10 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> refetches{0};          ///< multi-peer dicts that failed and were refetched from one
     std::atomic<std::uint64_t> duplicates{0};         ///< a hybrid already delivered under its other key
     std::atomic<std::uint64_t> bytes_fetched{0};
+    std::atomic<std::uint64_t> memory_held{0};          ///< metadata bytes charged to the budget now
+    std::atomic<std::uint64_t> memory_refused{0};       ///< piece requests held back: the budget was spent
+    std::atomic<std::uint64_t> memory_refused_bytes{0}; ///< bytes of those requests
+    std::atomic<std::uint64_t> memory_starved{0};       ///< attempts that ended as size_limit for want of budget
     std::array<std::atomic<std::uint64_t>, failure_class_count> attempt_failures{}; ///< per class
     std::array<std::atomic<std::uint64_t>, outcome_count> outcomes{};               ///< per outcome
     /// Session tries by mode (0: plaintext, 1: MSE), their successes and failures; a session

@@ -219,6 +219,7 @@ private:
         std::int64_t size = static_cast<std::int64_t>(p_.info.size());
         if (s_.mode == mode::wrong_metadata_size) size += 1;
         if (s_.mode == mode::oversize_claim) size = std::int64_t{1} << 31;
+        if (s_.mode == mode::huge_claim_silent) size = std::int64_t{10} << 20;
         std::string out;
         bencode::writer w(out);
         w.begin_dict();
@@ -344,7 +345,8 @@ private:
     }
 
     asio::awaitable<void> answer(std::uint32_t piece) {
-        if (stalled_ || session_ut_ == 0 || s_.mode == mode::ignore_requests) co_return;
+        if (stalled_ || session_ut_ == 0 || s_.mode == mode::ignore_requests || s_.mode == mode::huge_claim_silent)
+            co_return;
         const std::size_t size = p_.info.size();
         const std::size_t count = wire::piece_count(size);
         const bool first = !answered_;

@@ -57,6 +57,7 @@ enum class peer_mode : std::uint8_t {
     short_piece,            ///< non-last pieces one byte short
     long_last_piece,        ///< the last piece one byte too long
     ignore_requests,        ///< serves the handshakes, never answers a request
+    huge_claim_silent,      ///< advertises metadata_size = 10 MiB, then never answers a request
 };
 
 /// MSE/PE on the fake peer's side (libtorrent's in_enc_policy / allowed_enc_level).

@@ -104,7 +104,7 @@ const char* const custom_document = R"({
   },
   "metadata": {
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
-    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304,
+    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
     "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false, "encryption": "prefer_encrypted",
     "delivered_filter": {"capacity": 7, "period_secs": 3600}
   },
@@ -205,7 +205,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 88);
+    CHECK(default_leaves().size() == 89);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
 
     const auto p = parse(text);
@@ -256,6 +256,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(m.peer_failure_cache_capacity == 0);
     CHECK(m.peer_failure_ttl_secs == 120);
     CHECK(m.max_metadata_size == 4194304);
+    CHECK(m.max_in_flight_bytes == 1048576);
     CHECK(m.max_attempts == 5);
     CHECK(m.gate_timeout_millis == 250);
     CHECK_FALSE(m.gate_default);
