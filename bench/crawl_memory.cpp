@@ -10,8 +10,8 @@
 //            3 peers each through offer()
 //   total    one process holding the DHT side with its full pool, plus the metadata pipeline
 //            and delivery thread as the crawler builds them (not started: nothing connects),
-//            their hash ingress full (10,000 events); the pipeline's pending queue
-//            preallocates every entry, so its RSS is that of a full queue
+//            their hash ingress full (10,000 events); the pending queue and the caches
+//            grow as they fill (issue 17), so the caches cost what they hold
 // Exits 1 when a target is missed: 48 bytes per pool node, 64 MB total RSS.
 //   build/release/bench/dhtc-crawl-memory
 #include <sys/wait.h>

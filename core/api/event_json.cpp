@@ -26,6 +26,7 @@ std::string completion_json(const completion& c) {
     j["failure"] = or_null(c.result == outcome::fetch_failed, to_string(c.failure));
     j["attempts"] = c.attempts;
     j["peer"] = or_null(c.peer.has_value(), c.peer ? c.peer->to_string() : std::string());
+    j["encryption"] = or_null(c.encryption.has_value(), c.encryption ? std::string(to_string(*c.encryption)) : std::string());
     j["round"] = c.round;
     return dump(j);
 }
@@ -62,7 +63,9 @@ std::string gate_json(std::uint64_t id, const id20& info_hash) {
     return dump(j);
 }
 
-std::string torrent_json(const delivery& d) { return metadata::to_json_line(d.info, d.peer, d.discovered_at); }
+std::string torrent_json(const delivery& d) {
+    return metadata::to_json_line(d.info, metadata::delivery_details{d.peer, d.discovered_at, to_string(d.encryption)});
+}
 
 std::string torrent_envelope_json(std::uint64_t id, const delivery& d) {
     // The torrent form is written once, by its own writer; the envelope wraps it as is.

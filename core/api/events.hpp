@@ -67,12 +67,18 @@ enum class outcome : std::uint8_t {
 inline constexpr std::size_t outcome_count = 5;
 std::string_view to_string(outcome o) noexcept;
 
+/// Which stream carried a fetch: plaintext (no MSE, or MSE with a plaintext select) or RC4.
+enum class stream_encryption : std::uint8_t { plaintext = 0, rc4 = 1 };
+inline constexpr std::size_t stream_encryption_count = 2;
+inline std::string_view to_string(stream_encryption e) noexcept { return e == stream_encryption::rc4 ? "rc4" : "plaintext"; }
+
 struct completion {
     id20 info_hash;
     outcome result = outcome::accepted;
     failure_class failure = failure_class::none; ///< fetch_failed: the class of the last attempt
     unsigned attempts = 0;                       ///< real peer attempts (cache hits excluded)
     std::optional<endpoint> peer;                ///< the peer that served the metadata, if any
+    std::optional<stream_encryption> encryption; ///< set with peer: the stream that served it
     std::uint32_t round = 0; ///< retry store: failed rounds before this one (0: a first round)
 };
 
@@ -82,6 +88,7 @@ struct delivery {
     std::string raw; ///< the info dict exactly as received
     endpoint peer;
     std::chrono::system_clock::time_point discovered_at;
+    stream_encryption encryption = stream_encryption::plaintext; ///< the stream that served it
 };
 
 // ---- From the retry store --------------------------------------------------------------------

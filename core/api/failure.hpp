@@ -21,7 +21,8 @@ enum class failure_class : std::uint8_t {
     no_metadata_support,  ///< the peer's extension handshake offers no ut_metadata
     rejected,             ///< the peer rejected a request (ut_metadata msg_type 2)
     timeout,              ///< connected, but the deadline passed before the metadata was complete
-    size_limit,           ///< the peer claimed a metadata size over the limit
+    size_limit,           ///< the peer claimed a metadata size over the limit, a message was too long, or the
+                          ///< attempt timed out waiting for the metadata memory budget (metadata.max_in_flight_bytes)
     hash_mismatch,        ///< the assembled metadata does not hash to the info hash
     parse_error,          ///< verified bytes that are not a valid info dict
     no_peers,             ///< no peer could be tried (none known, or all in the failure cache)

@@ -48,7 +48,8 @@ enum class special : std::uint8_t {
     store_path,
     store_conninfo,
     owner_id,
-    ladder
+    ladder,
+    encryption
 };
 constexpr std::size_t max_ladder_steps = 64;
 constexpr std::size_t max_text_option = 4096; // paths, connection strings, owner ids
@@ -100,9 +101,12 @@ const field fields[] = {
      failure_ttl_max},
     {"metadata.max_metadata_size", size_ref{[](O& o) -> auto& { return o.metadata.max_metadata_size; }}, 1,
      metadata_size_max},
+    {"metadata.max_in_flight_bytes", size_ref{[](O& o) -> auto& { return o.metadata.max_in_flight_bytes; }},
+     16384, std::uint64_t{1} << 40},
     {"metadata.max_attempts", uint_ref{[](O& o) -> auto& { return o.metadata.max_attempts; }}, 1},
     {"metadata.gate_timeout_millis", uint_ref{[](O& o) -> auto& { return o.metadata.gate_timeout_millis; }}, 1},
     {"metadata.gate_default", bool_ref{[](O& o) -> auto& { return o.metadata.gate_default; }}},
+    {"metadata.encryption", special::encryption},
     {"metadata.delivered_filter.capacity",
      size_ref{[](O& o) -> auto& { return o.metadata.delivered_filter_capacity; }}, 0, table_max},
     {"metadata.delivered_filter.period_secs",
@@ -442,6 +446,13 @@ bool apply_special(parse_state& st, const field& f, special s, const json& v) {
                 return st.fail(options_status::invalid_value, path, quote(*text) + ": printable ASCII without spaces only");
         st.o.retry.owner_id = *text;
         return true;
+    case special::encryption:
+        if (const auto p = metadata::parse_encryption_policy(*text))
+            st.o.metadata.encryption = *p;
+        else
+            return st.fail(options_status::invalid_value, path,
+                           quote(*text) + R"( is not one of "prefer_plaintext", "prefer_encrypted", "require", "disable")");
+        return true;
     case special::netmode:
         if (*text == "ipv4")
             st.o.dht.mode = engine::netmode::ipv4;
@@ -721,6 +732,7 @@ nlohmann::json to_json(const api::crawler_options& o) {
                     case special::store_conninfo: at = o.retry.conninfo; break;
                     case special::owner_id: at = o.retry.owner_id; break;
                     case special::ladder: at = o.retry.policy.ladder_secs; break;
+                    case special::encryption: at = std::string(metadata::to_string(o.metadata.encryption)); break;
                     }
                 } else {
                     at = ref.at(m);

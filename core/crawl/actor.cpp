@@ -54,7 +54,7 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
     discovery_batch_.reserve(o.scheduler.event_batch_limit);
     bootstrap_.resize(o.bootstrap.sources.size());
     packet_.reserve(1500);
-    sample_scheduled_.reserve(o.pool.responsive_capacity);
+    sample_scheduled_.reserve(std::min<std::size_t>(o.pool.responsive_capacity, 4096)); // grows beyond, as the ring fills
     const auto now = c.now();
     next_bootstrap_round_ = now;
     next_publish_ = now;

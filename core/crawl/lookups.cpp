@@ -11,11 +11,13 @@ namespace {
 constexpr std::size_t recent_capacity = 65536;
 } // namespace
 
-lookups::lookups(const bep51_options& o) : options_(o), slots_(std::max<std::size_t>(o.max_concurrent_lookups, 1)) {
+lookups::lookups(const bep51_options& o)
+    : options_(o), max_slots_(std::max<std::size_t>(o.max_concurrent_lookups, 1)) {
+    // Slots are added as lookups run at once (up to max_slots_), then reused.
     recent_.reserve(recent_capacity);
 }
 
-bool lookups::has_free_slot() const noexcept { return active_ < slots_.size(); }
+bool lookups::has_free_slot() const noexcept { return active_ < max_slots_; }
 
 void lookups::remember(const id20& h) {
     if (recent_order_.size() == recent_capacity) {
@@ -43,6 +45,10 @@ bool lookups::want(const id20& info_hash, const std::optional<krpc::node_entry>&
 bool lookups::start(std::span<const krpc::node_entry> seeds) {
     if (queue_.empty() || !has_free_slot() || seeds.empty()) return false;
     auto it = std::find_if(slots_.begin(), slots_.end(), [](const lookup& l) { return !l.active; });
+    if (it == slots_.end()) {
+        slots_.emplace_back();
+        it = slots_.end() - 1;
+    }
     lookup& l = *it;
     l = lookup{};
     l.target = queue_.front().hash;

@@ -83,7 +83,8 @@ private:
     void remember(const id20& h);
 
     bep51_options options_;
-    std::vector<lookup> slots_;
+    std::size_t max_slots_;
+    std::vector<lookup> slots_; // grows to max_slots_ as lookups run at once
     std::size_t active_ = 0;
     struct waiting {
         id20 hash;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace dhtc::crawl {
 
@@ -16,17 +17,53 @@ std::uint32_t family_size(std::size_t capacity, unsigned percent) {
 
 node_pool::node_pool(const clock& c, const address_policy& policy, node_pool_options options)
     : policy_(&policy), capacity_(std::clamp<std::size_t>(options.capacity, 1, max_capacity)),
-      key_(detail::hash_key_from_seed(options.hash_seed)), index_(capacity_, 25),
+      key_(detail::hash_key_from_seed(options.hash_seed)), index_(capacity_, 25, initial_nodes),
       replacements_(token_bucket::per_minute(c, options.max_replacements_per_minute)) {
     static_assert(sizeof(entry<4>) == v4_entry_bytes && sizeof(entry<16>) == v6_entry_bytes);
-    v4_.cap = family_size(capacity_, options.v4_share_percent);
-    v6_.cap = family_size(capacity_, options.v6_share_percent);
-    // make_unique value-initialises: every page is touched now, so the memory is committed
-    // up front and pushes never fault in new pages.
-    if (v4_.cap) v4_.slots = std::make_unique<entry<4>[]>(v4_.cap);
-    if (v6_.cap) v6_.slots = std::make_unique<entry<16>[]>(v6_.cap);
-    order_words_ = (capacity_ + 63) / 64;
-    order_ = std::make_unique<std::uint64_t[]>(order_words_);
+    v4_share_ = options.v4_share_percent;
+    v6_share_ = options.v6_share_percent;
+    v4_max_ = family_size(capacity_, v4_share_);
+    v6_max_ = family_size(capacity_, v6_share_);
+    // The rings start small and double as the pool fills (resize()): a large capacity costs
+    // only what the pool once held. Once grown, pushes allocate nothing.
+    if (!resize(std::min(capacity_, initial_nodes))) throw std::bad_alloc();
+}
+
+// Rebuilds the rings, the order bits and the index at `cur` nodes: every node keeps its FIFO
+// place, the rings are laid out from position 0. False (nothing changed) when an allocation
+// failed.
+bool node_pool::resize(std::size_t cur) noexcept {
+    const std::uint32_t c4 = std::min(family_size(cur, v4_share_), v4_max_);
+    const std::uint32_t c6 = std::min(family_size(cur, v6_share_), v6_max_);
+    const std::size_t words = (cur + 63) / 64;
+    std::unique_ptr<entry<4>[]> s4(c4 ? new (std::nothrow) entry<4>[c4]() : nullptr);
+    std::unique_ptr<entry<16>[]> s6(c6 ? new (std::nothrow) entry<16>[c6]() : nullptr);
+    std::unique_ptr<std::uint64_t[]> ord(new (std::nothrow) std::uint64_t[words]());
+    if ((c4 && !s4) || (c6 && !s6) || !ord) return false;
+    for (std::uint32_t k = 0; k < v4_.count; ++k) s4[k] = v4_.slots[(v4_.head + k) % v4_.cap];
+    for (std::uint32_t k = 0; k < v6_.count; ++k) s6[k] = v6_.slots[(v6_.head + k) % v6_.cap];
+    for (std::size_t k = 0; k < size_; ++k) {
+        const std::size_t from = (order_head_ + k) % cur_;
+        if (order_[from >> 6] >> (from & 63) & 1) ord[k >> 6] |= std::uint64_t{1} << (k & 63);
+    }
+    v4_.slots = std::move(s4);
+    v6_.slots = std::move(s6);
+    order_ = std::move(ord);
+    v4_.cap = c4;
+    v6_.cap = c6;
+    v4_.head = v6_.head = 0;
+    order_words_ = words;
+    order_head_ = 0;
+    cur_ = cur;
+    // The index, again from the new positions (it only grows: no allocation fails here
+    // that the growth below does not report).
+    index_.clear();
+    const auto rehash = [this](std::uint32_t w) { return hash_of_value(w); };
+    for (std::uint32_t k = 0; k < v4_.count; ++k)
+        if (!index_.insert(hash_of_value(k), k, rehash)) return false;
+    for (std::uint32_t k = 0; k < v6_.count; ++k)
+        if (!index_.insert(hash_of_value(k | v6_flag), k | v6_flag, rehash)) return false;
+    return true;
 }
 
 std::uint64_t node_pool::hash_of(const ip_address& a, std::uint16_t port) const noexcept {
@@ -92,9 +129,13 @@ push_result node_pool::push(const id20& id, const endpoint& ep) {
     const std::uint64_t h = hash_of(c.address, c.port);
     if (find(c.address, c.port, h) != detail::slot_index::npos) return done(push_result::duplicate);
     const bool v6 = c.address.is_v6();
+    // Grow before a ring or the pool is full at its current size.
+    if (cur_ < capacity_ && (size_ == cur_ || (v6 ? v6_.count == v6_.cap && v6_.cap < v6_max_
+                                                   : v4_.count == v4_.cap && v4_.cap < v4_max_)))
+        (void)resize(std::min(capacity_, cur_ * 2));
     const bool family_full = v6 ? v6_.count == v6_.cap : v4_.count == v4_.cap;
     push_result result = push_result::accepted;
-    if (size_ == capacity_) {
+    if (size_ == cur_) {
         // Evicting the oldest makes room in a full family ring only if the oldest is of that
         // family; otherwise refuse before evicting anything.
         if (family_full && order_bit(order_head_) != v6) return done(push_result::family_full);
@@ -124,9 +165,15 @@ push_result node_pool::push(const id20& id, const endpoint& ep) {
         ++v4_.count;
         value = pos;
     }
-    index_.insert(h, value);
+    // Grows the index (doubling) when the pool passes 80% of its buckets; a failure leaves
+    // the node out of the pool.
+    if (!index_.insert(h, value, [this](std::uint32_t w) { return hash_of_value(w); })) {
+        if (v6) --v6_.count;
+        else --v4_.count;
+        return done(push_result::family_full);
+    }
     std::size_t gpos = order_head_ + size_;
-    if (gpos >= capacity_) gpos -= capacity_;
+    if (gpos >= cur_) gpos -= cur_;
     const std::uint64_t bit = std::uint64_t{1} << (gpos & 63);
     if (v6) order_[gpos >> 6] |= bit;
     else order_[gpos >> 6] &= ~bit;
@@ -149,7 +196,7 @@ pool_node node_pool::remove_oldest() noexcept {
     // The slot keeps its bytes until a push overwrites it, so it can still be read here.
     const pool_node n = node_at(value);
     index_.erase(hash_of(n.ep.address, n.ep.port), value, [this](std::uint32_t w) { return hash_of_value(w); });
-    order_head_ = order_head_ + 1 == capacity_ ? 0 : order_head_ + 1;
+    order_head_ = order_head_ + 1 == cur_ ? 0 : order_head_ + 1;
     --size_;
     return n;
 }

@@ -2,8 +2,9 @@
 // first in, first out. Every node the crawler learns of is offered here, so it is the
 // biggest structure of the crawl actor and is laid out for memory: fixed rings of packed
 // entries (26 bytes per IPv4 node, 38 per IPv6 node), one bit per node recording the
-// family order, and a 4-byte-per-bucket hash index for deduplication. Everything is
-// allocated at construction; push and pop never allocate.
+// family order, and a 4-byte-per-bucket hash index for deduplication. The rings and the
+// index start at 4096 nodes and double as the pool first fills (each doubling lays the
+// rings out afresh and rebuilds the index); once grown, push and pop never allocate.
 #pragma once
 
 #include <array>
@@ -75,8 +76,8 @@ public:
     std::size_t capacity() const noexcept { return capacity_; }
     std::size_t size_v4() const noexcept { return v4_.count; }
     std::size_t size_v6() const noexcept { return v6_.count; }
-    std::size_t capacity_v4() const noexcept { return v4_.cap; }
-    std::size_t capacity_v6() const noexcept { return v6_.cap; }
+    std::size_t capacity_v4() const noexcept { return v4_max_; }
+    std::size_t capacity_v6() const noexcept { return v6_max_; }
 
     /// Pushes that ended with `r`.
     std::uint64_t count(push_result r) const noexcept { return results_[static_cast<std::size_t>(r)]; }
@@ -113,9 +114,14 @@ private:
     pool_node node_at(std::uint32_t value) const noexcept;
     bool order_bit(std::size_t pos) const noexcept { return order_[pos >> 6] >> (pos & 63) & 1; }
     pool_node remove_oldest() noexcept;
+    bool resize(std::size_t cur) noexcept;
+    static constexpr std::size_t initial_nodes = 4096; // the rings double from here
 
     const address_policy* policy_;
     std::size_t capacity_;
+    std::size_t cur_ = 0;             // nodes the rings hold now (doubles toward capacity_)
+    unsigned v4_share_ = 100, v6_share_ = 25;
+    std::uint32_t v4_max_ = 0, v6_max_ = 0; // ring sizes at full capacity
     siphash_key key_;
     ring<4> v4_;
     ring<16> v6_;

@@ -10,6 +10,10 @@
 namespace dhtc::crawl {
 
 namespace {
+constexpr std::size_t snapshot_reserve = 4096;
+} // namespace
+
+namespace {
 
 constexpr int id_bits = 160;
 
@@ -111,9 +115,10 @@ responsive_ring::responsive_ring(responsive_ring_options options)
 
 std::shared_ptr<routing_snapshot> responsive_ring::make_snapshot() {
     auto s = std::make_shared<routing_snapshot>();
-    // Never filled beyond snapshot_size_, so publish() never reallocates these.
-    s->v4_.reserve(snapshot_size_);
-    s->v6_.reserve(snapshot_size_);
+    // Reserved up to snapshot_reserve; beyond, the vectors grow as the ring fills and keep
+    // their size when the snapshot is recycled, so a large capacity costs what it held.
+    s->v4_.reserve(std::min(snapshot_size_, snapshot_reserve));
+    s->v6_.reserve(std::min(snapshot_size_, snapshot_reserve));
     return s;
 }
 
@@ -172,8 +177,10 @@ void responsive_ring::publish(time_point now) {
 }
 
 std::size_t responsive_ring::memory_bytes() const noexcept {
-    return sizeof(*this) - sizeof(set_) + set_.memory_bytes() +
-           2 * (2 * snapshot_size_ * sizeof(node_entry) + sizeof(routing_snapshot));
+    std::size_t snapshots = 0;
+    for (const auto* s : {current_.get(), spare_.get()})
+        if (s) snapshots += (s->v4_.capacity() + s->v6_.capacity()) * sizeof(node_entry) + sizeof(routing_snapshot);
+    return sizeof(*this) - sizeof(set_) + set_.memory_bytes() + snapshots;
 }
 
 } // namespace dhtc::crawl

@@ -7,8 +7,8 @@ namespace dhtc::dht {
 sample_store::sample_store(std::size_t capacity, std::size_t max_samples, std::chrono::seconds interval,
                            std::uint64_t seed)
     : capacity_(std::max<std::size_t>(capacity, 1)), max_samples_(max_samples), interval_(interval), rng_(seed) {
-    ring_.reserve(capacity_);
-    set_.reserve(capacity_);
+    // The ring and the set grow as hashes arrive (up to capacity_): a large capacity costs
+    // only what was stored.
     current_.reserve(max_samples_);
 }
 

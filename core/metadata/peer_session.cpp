@@ -62,11 +62,15 @@ public:
         if (begin_ == end_) begin_ = end_ = 0;
     }
 
-    // Makes room so that `need` unread bytes fit (and at least one more byte can be read).
-    // Views into pending() are invalid afterwards. False when the allocation failed.
+    // Makes room toward `need` unread bytes (and at least one more byte can be read). The
+    // buffer grows with what was read, never from a length field alone: at most doubling
+    // what is buffered (from initial_read_buffer), so a peer announcing a 1 MiB message
+    // costs 1 MiB only once it has sent about half of it. The caller reads again until its
+    // message is whole. Views into pending() are invalid afterwards. False when the
+    // allocation failed.
     bool prepare(std::size_t need) noexcept {
         const std::size_t have = end_ - begin_;
-        const std::size_t target = std::max(need, have + 1);
+        const std::size_t target = std::max(std::min(need, std::max(2 * have, initial_read_buffer)), have + 1);
         if (cap_ - begin_ >= target) return true;
         if (cap_ >= target) {
             std::memmove(data_.get(), data_.get() + begin_, have);
@@ -112,17 +116,129 @@ public:
     }
 
     asio::awaitable<void> run() {
-        // GCC 12 miscompiles co_await inside an if condition: every await is a statement.
-        bool ok = co_await connect();
-        if (!ok) co_return;
-        ok = co_await exchange_handshakes();
-        if (!ok) co_return;
-        co_await converse();
+        const encryption_policy policy = req_.encryption;
+        bool use_mse = policy == encryption_policy::prefer_encrypted || policy == encryption_policy::require;
+        const bool may_fall_back =
+            policy == encryption_policy::prefer_plaintext || policy == encryption_policy::prefer_encrypted;
+        if (use_mse && policy == encryption_policy::prefer_encrypted && !mse::rc4_available()) use_mse = false;
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            const bool last = attempt == 1 || !may_fall_back;
+            result.tries = static_cast<std::uint8_t>(attempt + 1);
+            result.used_mse = use_mse;
+            const bool ok = co_await try_once(use_mse);
+            if (ok) co_return;
+            if (last || !fallback_worthy()) co_return;
+            // A new connection in the other mode, inside the same deadline.
+            reset_for_retry();
+            use_mse = !use_mse;
+            if (use_mse && !mse::rc4_available()) co_return;
+        }
     }
 
     session_result result;
 
 private:
+    // One try: connect, (MSE), handshakes, conversation. True when the session is over
+    // for good (success or a failure after the BitTorrent handshake).
+    asio::awaitable<bool> try_once(bool use_mse) {
+        // GCC 12 miscompiles co_await inside an if condition: every await is a statement.
+        bool ok = co_await connect();
+        if (!ok) co_return false;
+        if (use_mse) {
+            ok = co_await mse_exchange();
+            if (!ok) co_return false;
+        }
+        ok = co_await exchange_handshakes(use_mse);
+        if (!ok) co_return false;
+        co_await converse();
+        co_return true;
+    }
+
+    // The peer closed the connection before its BitTorrent handshake, or MSE failed: the
+    // other mode may do better. Not after a refused connect, a cancel or the deadline (a
+    // silent peer is silent in both modes).
+    bool fallback_worthy() const noexcept {
+        if (!result.connected || handshake_done_) return false;
+        if (cancel_.cancelled() != asio::cancellation_type::none) return false;
+        if (conn_.expired || clock::now() >= req_.deadline) return false;
+        if (result.mse_error != mse::mse_error::none) return true;
+        return result.failure == session_failure::handshake_failed && result.error == wire::wire_error::short_handshake;
+    }
+
+    void reset_for_retry() noexcept {
+        std::error_code ignored;
+        conn_.socket.set_option(asio::socket_base::linger(true, 0), ignored);
+        conn_.socket.close(ignored);
+        rx_.consume(rx_.pending().size());
+        encrypt_.reset();
+        decrypt_.reset();
+        result.failure = session_failure::none;
+        result.error = wire::wire_error::none;
+        result.net_error = {};
+        result.connected = false;
+        result.mse_error = mse::mse_error::none;
+        result.encryption = stream_encryption::plaintext;
+    }
+
+    // The MSE exchange; our BitTorrent handshake rides in IA. Afterwards reads and writes
+    // go through the RC4 layer when the peer selected it.
+    asio::awaitable<bool> mse_exchange() {
+        std::string ia;
+        if (!wire::build_handshake(ia, req_.info_hash, req_.peer_id)) {
+            fail_wire(wire::wire_error::message_too_large);
+            co_return false;
+        }
+        const std::uint32_t provide = req_.encryption == encryption_policy::require
+                                          ? mse::crypto_rc4
+                                          : (mse::crypto_rc4 | mse::crypto_plaintext);
+        mse::initiator m(req_.info_hash, provide, std::move(ia));
+        tx_.clear();
+        if (m.start(tx_) == mse::status::failed) {
+            fail_mse(m.error());
+            co_return false;
+        }
+        bool ok = co_await write_tx();
+        if (!ok) co_return false;
+        for (;;) {
+            ok = co_await read_more(1);
+            if (!ok) co_return false;
+            tx_.clear();
+            const mse::status st = m.feed(rx_.pending(), tx_);
+            rx_.consume(rx_.pending().size());
+            if (st == mse::status::failed) {
+                fail_mse(m.error());
+                co_return false;
+            }
+            if (!tx_.empty()) {
+                ok = co_await write_tx();
+                if (!ok) co_return false;
+            }
+            if (st == mse::status::done) break;
+        }
+        mse::outcome o = m.take();
+        result.encryption = o.selected == mse::crypto_rc4 ? stream_encryption::rc4 : stream_encryption::plaintext;
+        // The payload that came with the handshake, already decrypted, goes back in front.
+        if (!o.payload.empty()) {
+            if (!rx_.prepare(o.payload.size())) {
+                fail_wire(wire::wire_error::message_too_large);
+                co_return false;
+            }
+            const asio::mutable_buffer space = rx_.free_space();
+            std::memcpy(space.data(), o.payload.data(), o.payload.size());
+            rx_.commit(o.payload.size());
+        }
+        encrypt_ = std::move(o.encrypt);
+        decrypt_ = std::move(o.decrypt);
+        co_return true;
+    }
+
+    void fail_mse(mse::mse_error e) noexcept {
+        result.mse_error = e;
+        // The failure enum has no room left (16 of 16): MSE failures are handshake failures
+        // with the precise cause in mse_error.
+        fail(session_failure::handshake_failed);
+    }
+
     void fail(session_failure f, wire::wire_error e = wire::wire_error::none) noexcept {
         result.failure = f;
         result.error = e;
@@ -185,6 +301,7 @@ private:
     }
 
     asio::awaitable<bool> write_tx() {
+        if (encrypt_) encrypt_->apply(tx_.data(), tx_.size());
         std::error_code ec;
         co_await asio::async_write(conn_.socket, asio::buffer(tx_), asio::redirect_error(asio::use_awaitable, ec));
         if (interrupted()) co_return false;
@@ -204,6 +321,7 @@ private:
         std::error_code ec;
         const std::size_t n =
             co_await conn_.socket.async_read_some(rx_.free_space(), asio::redirect_error(asio::use_awaitable, ec));
+        if (decrypt_ && n) decrypt_->apply(static_cast<char*>(rx_.free_space().data()), n);
         rx_.commit(n);
         result.bytes_received += n;
         if (interrupted()) co_return false;
@@ -214,11 +332,11 @@ private:
         co_return true;
     }
 
-    asio::awaitable<bool> exchange_handshakes() {
+    asio::awaitable<bool> exchange_handshakes(bool handshake_sent) {
         // Our extension handshake goes out with the handshake: it saves a round trip, and a
-        // peer without BEP-10 is dropped anyway.
+        // peer without BEP-10 is dropped anyway. After MSE the handshake went in IA.
         tx_.clear();
-        if (!wire::build_handshake(tx_, req_.info_hash, req_.peer_id) ||
+        if ((!handshake_sent && !wire::build_handshake(tx_, req_.info_hash, req_.peer_id)) ||
             !wire::build_ext_handshake(tx_, wire::ext_handshake_options{our_ut_metadata_id, {}, 0})) {
             fail_wire(wire::wire_error::message_too_large); // only an allocation failure gets here
             co_return false;
@@ -418,6 +536,8 @@ private:
     std::string tx_;
     bencode::document doc_;
     bool handshake_done_ = false;
+    std::unique_ptr<mse::rc4> encrypt_; // set after an MSE exchange that selected RC4
+    std::unique_ptr<mse::rc4> decrypt_;
     bool have_ext_ = false;
     std::uint8_t peer_ut_ = 0;
     std::size_t metadata_size_ = 0;
@@ -426,6 +546,23 @@ private:
 };
 
 } // namespace
+
+std::string_view to_string(encryption_policy p) noexcept {
+    switch (p) {
+    case encryption_policy::prefer_plaintext: return "prefer_plaintext";
+    case encryption_policy::prefer_encrypted: return "prefer_encrypted";
+    case encryption_policy::require: return "require";
+    case encryption_policy::disable: return "disable";
+    }
+    return "prefer_plaintext";
+}
+
+std::optional<encryption_policy> parse_encryption_policy(std::string_view s) noexcept {
+    for (auto p : {encryption_policy::prefer_plaintext, encryption_policy::prefer_encrypted, encryption_policy::require,
+                   encryption_policy::disable})
+        if (to_string(p) == s) return p;
+    return std::nullopt;
+}
 
 asio::awaitable<session_result> run_peer_session(session_request request, piece_source& source,
                                                  std::uint32_t session_slot) {

@@ -14,6 +14,8 @@
 
 #include <asio/awaitable.hpp>
 
+#include "api/events.hpp"
+#include "metadata/mse.hpp"
 #include "metadata/piece_source.hpp"
 #include "metadata/wire.hpp"
 #include "net/address.hpp"
@@ -33,6 +35,22 @@ inline constexpr std::uint8_t our_ut_metadata_id = 1;
 /// How often an idle session (nothing to request, job not complete) looks for work again.
 inline constexpr std::chrono::milliseconds idle_poll_interval{20};
 
+/// Whether a session speaks MSE/PE (metadata.encryption). With a prefer_* policy a first try
+/// that fails before the BitTorrent handshake (the peer closed, the MSE exchange failed, or
+/// the first try's half of the time ran out) is followed by one try in the other mode, on a
+/// new connection, inside the same deadline. require and disable never fall back.
+enum class encryption_policy : std::uint8_t {
+    prefer_plaintext, ///< plaintext first, then MSE offering RC4 and plaintext
+    prefer_encrypted, ///< MSE first (offering RC4 and plaintext), then plaintext
+    require,          ///< MSE with RC4 only
+    disable,          ///< plaintext only
+};
+std::string_view to_string(encryption_policy p) noexcept;
+std::optional<encryption_policy> parse_encryption_policy(std::string_view s) noexcept;
+
+/// Which stream carried the session (after an MSE plaintext select: plaintext).
+using api::stream_encryption;
+
 /// What to fetch, from whom, and within which limits.
 struct session_request {
     id20 info_hash;   ///< the 20-byte key we saw (v1, or a truncated v2 hash)
@@ -48,6 +66,7 @@ struct session_request {
     std::size_t max_message = wire::default_max_message;
     /// Leases held (requests in flight) at once: 1..max_pipeline (clamped).
     std::uint32_t pipeline = 4;
+    encryption_policy encryption = encryption_policy::prefer_plaintext;
 };
 
 /// A ut_metadata message is at most its dict (wire::ut_metadata_dict_limits) plus one
@@ -65,6 +84,13 @@ struct session_result {
     std::uint32_t pieces_received = 0; ///< pieces the source accepted from this peer
     std::uint64_t bytes_received = 0;  ///< every byte read from the socket
     std::chrono::steady_clock::duration elapsed{};
+    /// The stream of the last try (the one that served the fetch when it succeeded).
+    stream_encryption encryption = stream_encryption::plaintext;
+    bool used_mse = false;     ///< the last try spoke MSE (RC4 or plaintext selected)
+    std::uint8_t tries = 0;    ///< 1, or 2 after a fallback
+    /// Why the MSE exchange failed; such failures are reported as handshake_failed (the
+    /// failure enum is full, see core/api/failure.hpp).
+    metadata::mse::mse_error mse_error = metadata::mse::mse_error::none;
 
     bool ok() const noexcept { return failure == session_failure::none; }
 };

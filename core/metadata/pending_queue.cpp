@@ -9,17 +9,15 @@ namespace dhtc::metadata {
 pending_queue::pending_queue(pending_queue_options options)
     : ttl_(std::max(options.ttl, std::chrono::seconds{0})),
       capacity_(std::clamp<std::size_t>(options.capacity, 1, (std::size_t{1} << 24) - 2)),
-      key_(detail::hash_key_from_seed(options.hash_seed)), nodes_(std::make_unique<node[]>(capacity_)),
-      index_(capacity_, 24) {
+      key_(detail::hash_key_from_seed(options.hash_seed)), nodes_(capacity_),
+      index_(capacity_, 24, initial_index_entries) {
     clear();
 }
 
 void pending_queue::clear() noexcept {
-    for (std::size_t i = 0; i < capacity_; ++i) {
-        nodes_[i].older = i + 1 < capacity_ ? static_cast<std::uint32_t>(i + 1) : nil;
-        nodes_[i].newer = nodes_[i].next_arr = nodes_[i].prev_arr = nil;
-    }
-    free_ = 0;
+    // Slabs already allocated stay (they are reused from index 0 up).
+    free_ = nil;
+    fresh_ = 0;
     newest_ = oldest_ = arr_head_ = arr_tail_ = nil;
     index_.clear();
     size_ = 0;
@@ -127,9 +125,20 @@ offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, a
         erase_node(arr_head_);
         r = offer_result::evicted_oldest;
     }
-    const std::uint32_t i = free_;
+    // A recycled node, else the next never-used one (its slab allocated on first use).
+    std::uint32_t i = free_;
+    if (i == nil) {
+        if (!nodes_.ensure(fresh_)) return record(offer_result::stale); // out of memory: refused
+        i = fresh_++;
+    } else {
+        free_ = nodes_[i].older;
+    }
     node& n = nodes_[i];
-    free_ = n.older;
+    if (!index_.insert(hv, i, [this](std::uint32_t j) { return hash_of(nodes_[j].e.info_hash); })) {
+        n.older = free_; // back to the free list: the index could not grow
+        free_ = i;
+        return record(offer_result::stale);
+    }
     // Clamped so a clock stepping back cannot unorder the arrival list (purge relies on it).
     const time_point arrival = arr_tail_ != nil ? std::max(now, nodes_[arr_tail_].e.first_seen) : now;
     n.e = pending_entry{};
@@ -138,7 +147,6 @@ offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, a
     n.e.peer_count = 1;
     n.e.first_seen = arrival;
     n.e.last_seen = now;
-    index_.insert(hv, i);
     push_newest(i);
     n.next_arr = nil;
     n.prev_arr = arr_tail_;
@@ -178,7 +186,7 @@ bool pending_queue::contains(const id20& info_hash, time_point now) const {
 }
 
 std::size_t pending_queue::memory_bytes() const noexcept {
-    return sizeof(*this) + capacity_ * sizeof(node) + index_.memory_bytes();
+    return sizeof(*this) + nodes_.memory_bytes() + index_.memory_bytes();
 }
 
 std::string_view to_string(offer_result r) noexcept {

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "api/events.hpp"
+#include "util/slab_array.hpp"
 #include "util/slot_index.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
@@ -126,7 +127,9 @@ private:
     std::chrono::seconds ttl_;
     std::size_t capacity_;
     siphash_key key_;
-    std::unique_ptr<node[]> nodes_;
+    static constexpr std::size_t initial_index_entries = 1024; // the index doubles from here
+    detail::slab_array<node, 10> nodes_; // slabs of 1024 nodes, allocated as the queue first fills
+    std::uint32_t fresh_ = 0;            // nodes at or above this were never used
     detail::slot_index index_;
     std::uint32_t free_ = nil;                   // free list, chained through `older`
     std::uint32_t newest_ = nil, oldest_ = nil;  // recency ends

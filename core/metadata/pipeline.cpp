@@ -43,8 +43,9 @@ bool cacheable(failure_class c) noexcept {
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
 // arrays (id20) inside a coroutine body ("array used as initializer").
 completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
-                           std::optional<endpoint> peer) {
+                           std::optional<endpoint> peer, std::optional<api::stream_encryption> enc = std::nullopt) {
     completion c;
+    if (peer) c.encryption = enc;
     c.info_hash = key;
     c.result = o;
     c.failure = f;
@@ -95,6 +96,8 @@ struct handover {
 struct pipeline::impl {
     impl(pipeline& o, const pipeline_options& opt, application_port& a, const dhtc::clock& c, retry_settings r)
         : owner(o), options(opt), app(a), clock(c), retry(std::move(r)), retry_cap(retry.store ? retry.slots : 0),
+          budget(opt.max_in_flight_bytes, &o.counters_.memory_held, &o.counters_.memory_refused,
+                 &o.counters_.memory_refused_bytes),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
           failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
                                               std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
@@ -111,6 +114,9 @@ struct pipeline::impl {
     retry_settings retry;
     std::size_t retry_cap;        ///< retry rounds at once (the budget)
     std::size_t retry_active = 0;
+    /// Metadata bytes in flight, across every job. Before io: the jobs' frames (destroyed
+    /// with io) give their charges back.
+    memory_budget budget;
     asio::io_context io{1};
     asio::steady_timer drain_timer{io};
     pending_queue pending;
@@ -151,6 +157,16 @@ struct pipeline::impl {
     asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
                                                               std::vector<endpoint> peers);
     asio::awaitable<answer> deliver(std::shared_ptr<job> j, delivery d);
+    /// A session that timed out while the memory budget held its requests back failed for
+    /// our want of memory, not the peer's: size_limit (not cached against the peer).
+    void starved_as_size_limit(const shared_pieces& pieces, std::vector<session_result>& results) {
+        if (!pieces.starved() || pieces.complete()) return;
+        for (auto& r : results)
+            if (r.failure == failure_class::timeout) {
+                r.failure = failure_class::size_limit;
+                bump(owner.counters_.memory_starved);
+            }
+    }
     asio::awaitable<void> wait(job& j) {
         std::error_code ec;
         co_await j.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -446,6 +462,7 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         req.deadline = deadline;
         req.max_metadata_size = options.max_metadata_size;
         if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
+        req.encryption = options.encryption;
         auto& signal = *j->sessions.emplace_back(std::make_unique<asio::cancellation_signal>());
         asio::co_spawn(io, run_peer_session(req, pieces, static_cast<std::uint32_t>(i)),
                        asio::bind_cancellation_slot(signal.slot(), [&results, &running, i, j](std::exception_ptr e,
@@ -460,6 +477,24 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         co_await wait(*j);
     }
     j->sessions.clear();
+    auto& c = owner.counters_;
+    for (const session_result& r : results) {
+        if (r.tries == 0) continue;
+        const std::size_t last = r.used_mse ? 1 : 0;
+        if (r.tries > 1) {
+            bump(c.encryption_tries[1 - last]);
+            bump(c.encryption_failures[1 - last]);
+            bump(c.encryption_fallbacks);
+        }
+        bump(c.encryption_tries[last]);
+        if (r.ok()) {
+            bump(c.encryption_successes[last]);
+            if (r.encryption == api::stream_encryption::rc4) bump(c.rc4_sessions);
+        } else if (r.failure != failure_class::cancelled) {
+            bump(c.encryption_failures[last]);
+        }
+        if (r.mse_error != mse::mse_error::none) bump(c.mse_failures);
+    }
     co_return results;
 }
 
@@ -480,6 +515,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     const auto fetch_started = clock.now();
     std::optional<std::string> bytes;
     std::optional<endpoint> served_by;
+    std::optional<api::stream_encryption> served_enc;
     while (!bytes && j->attempts < options.max_attempts) {
         const unsigned left = options.max_attempts - j->attempts;
         // Several peers share one dict's pieces, but one attempt stays in reserve, so a dict
@@ -489,9 +525,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (peers.empty()) break;
         j->attempts += static_cast<unsigned>(peers.size());
         bump(c.attempts, peers.size());
-        shared_pieces pieces(options.max_metadata_size);
-        const auto results = co_await run_sessions(j, pieces, peers);
+        shared_pieces pieces(options.max_metadata_size, &budget);
+        auto results = co_await run_sessions(j, pieces, peers);
         if (stopping) co_return;
+        starved_as_size_limit(pieces, results);
         for (std::size_t i = 0; i < results.size(); ++i) {
             const auto cls = results[i].failure;
             if (cls == failure_class::none || cls == failure_class::cancelled) continue;
@@ -509,6 +546,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (verified(dict)) {
             bytes.emplace(dict);
             served_by = peers[main_source];
+            served_enc = results[main_source].encryption;
             break;
         }
         bump(c.attempt_failures[static_cast<std::size_t>(failure_class::hash_mismatch)]);
@@ -521,13 +559,15 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             ++j->attempts;
             bump(c.attempts);
             const endpoint one = peers[main_source];
-            shared_pieces again(options.max_metadata_size);
-            const auto second = co_await run_sessions(j, again, std::vector<endpoint>(1, one));
+            shared_pieces again(options.max_metadata_size, &budget);
+            auto second = co_await run_sessions(j, again, std::vector<endpoint>(1, one));
             if (stopping) co_return;
+            starved_as_size_limit(again, second);
             result.peer = one;
             if (again.complete() && verified(again.bytes())) {
                 bytes.emplace(again.bytes());
                 served_by = one;
+                served_enc = second[0].encryption;
                 break;
             }
             result.failure = again.complete() ? failure_class::hash_mismatch : second[0].failure;
@@ -547,11 +587,12 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - fetch_started).count()));
     api::delivery d;
     d.peer = *served_by;
+    d.encryption = served_enc.value_or(api::stream_encryption::plaintext);
     d.discovered_at = std::chrono::system_clock::now();
     const auto parsed = parse_info(*bytes, j->key, d.info);
     if (!parsed) {
         bump(c.attempt_failures[static_cast<std::size_t>(failure_class::parse_error)]);
-        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by));
+        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by, served_enc));
         co_return;
     }
     // A hybrid has two keys: whichever round finishes first delivers it, once. A round whose
@@ -575,7 +616,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (stopping) co_return;
         if (*earlier->answered == answer::retry) {
             complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
-                                         served_by));
+                                         served_by, served_enc));
             co_return;
         }
     }
@@ -583,7 +624,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     if (earlier || std::any_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); })) {
         if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
         bump(c.duplicates);
-        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by));
+        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc));
         co_return;
     }
     const auto mine = std::make_shared<handover>();
@@ -599,13 +640,13 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         // Not stored: nothing remembers it as delivered, so it is fetched again.
         report_sink_failure(*j);
         bump(c.sink_failures);
-        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by));
+        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by, served_enc));
         co_return;
     }
     for (const auto& k : keys) delivered.insert(k, clock.now());
     if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
     complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
-                                 failure_class::none, j->attempts, served_by));
+                                 failure_class::none, j->attempts, served_by, served_enc));
 }
 
 // Without a store the application hears how a torrent it could not store comes back.
@@ -632,7 +673,10 @@ void pipeline::impl::shutdown_jobs() {
 pipeline::pipeline(const pipeline_options& o, application_port& app, const dhtc::clock& clock, retry_settings retry)
     : impl_(std::make_unique<impl>(*this, o, app, clock, std::move(retry))), ingress_(o.hash_queue_capacity) {}
 
-pipeline::~pipeline() { stop(); }
+pipeline::~pipeline() {
+    stop();
+    impl_.reset(); // its jobs give their budget charges back into counters_, which must still exist
+}
 
 std::size_t pipeline::pending_capacity() const noexcept { return impl_->pending.capacity(); }
 

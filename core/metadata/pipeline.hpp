@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/events.hpp"
+#include "metadata/peer_session.hpp"
 #include "metadata/ports.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
@@ -30,12 +31,16 @@ struct pipeline_options {
     std::size_t peer_failure_cache_capacity = 200'000;
     unsigned peer_failure_ttl_secs = 60;
     std::size_t max_metadata_size = 10 * 1024 * 1024;
+    /// Metadata bytes held in flight across all jobs (leased and received pieces); a fetch
+    /// that finds it spent waits, and fails as size_limit if its deadline passes first.
+    std::size_t max_in_flight_bytes = std::size_t{64} << 20;
     unsigned max_attempts = 3;                  ///< real peer attempts per round
     std::size_t delivered_filter_capacity = 100'000;
     unsigned delivered_filter_period_secs = 86'400;
     unsigned gate_timeout_millis = 5'000;       ///< an unanswered gate takes gate_default
     bool gate_default = true;
     std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
+    encryption_policy encryption = encryption_policy::prefer_plaintext; ///< metadata.encryption
 };
 
 /// The retry store's side of the pipeline (all optional).
@@ -62,8 +67,20 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> refetches{0};          ///< multi-peer dicts that failed and were refetched from one
     std::atomic<std::uint64_t> duplicates{0};         ///< a hybrid already delivered under its other key
     std::atomic<std::uint64_t> bytes_fetched{0};
+    std::atomic<std::uint64_t> memory_held{0};          ///< metadata bytes charged to the budget now
+    std::atomic<std::uint64_t> memory_refused{0};       ///< piece requests held back: the budget was spent
+    std::atomic<std::uint64_t> memory_refused_bytes{0}; ///< bytes of those requests
+    std::atomic<std::uint64_t> memory_starved{0};       ///< attempts that ended as size_limit for want of budget
     std::array<std::atomic<std::uint64_t>, failure_class_count> attempt_failures{}; ///< per class
     std::array<std::atomic<std::uint64_t>, outcome_count> outcomes{};               ///< per outcome
+    /// Session tries by mode (0: plaintext, 1: MSE), their successes and failures; a session
+    /// that fell back counts one failed try in its first mode and one try in the other.
+    std::array<std::atomic<std::uint64_t>, 2> encryption_tries{};
+    std::array<std::atomic<std::uint64_t>, 2> encryption_successes{};
+    std::array<std::atomic<std::uint64_t>, 2> encryption_failures{};
+    std::atomic<std::uint64_t> encryption_fallbacks{0}; ///< sessions that tried the other mode
+    std::atomic<std::uint64_t> mse_failures{0};         ///< sessions whose last try failed in the MSE exchange (reported as handshake_failed)
+    std::atomic<std::uint64_t> rc4_sessions{0};         ///< successful sessions whose peer selected RC4
     std::atomic<std::uint64_t> store_done{0};         ///< skipped: the retry store knows it is done
     std::atomic<std::uint64_t> store_busy{0};         ///< skipped: leased elsewhere (or the claim went unanswered)
     std::atomic<std::uint64_t> store_deferred{0};     ///< skipped: dormant and not due (reactivated instead)

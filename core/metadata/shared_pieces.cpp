@@ -12,22 +12,52 @@ bool shared_pieces::on_metadata_size(std::size_t size) {
     return true;
 }
 
+shared_pieces::~shared_pieces() {
+    if (budget_ != nullptr && charged_ != 0) budget_->release(charged_);
+}
+
 std::optional<std::uint32_t> shared_pieces::acquire(std::uint32_t session) {
     if (session >= max_sessions || size_ == 0) return std::nullopt;
-    return leases_.acquire(static_cast<lease_table::owner_id>(session));
+    if (budget_ == nullptr) return leases_.acquire(static_cast<lease_table::owner_id>(session));
+    if (leases_.pending() == 0) return std::nullopt;
+    // Charge a whole piece first (the last may be shorter: the rest goes back at once).
+    if (!budget_->try_charge(wire::metadata_piece_size)) {
+        starved_ = true; // the session polls again after idle_poll_interval
+        return std::nullopt;
+    }
+    const auto piece = leases_.acquire(static_cast<lease_table::owner_id>(session));
+    const std::size_t len = piece ? leases_.piece_length(*piece) : 0;
+    budget_->release(wire::metadata_piece_size - len);
+    charged_ += len;
+    return piece;
 }
 
 bool shared_pieces::deliver(std::uint32_t session, std::uint32_t piece, std::string_view data) {
     if (session >= max_sessions) return false;
-    if (leases_.complete(piece, static_cast<lease_table::owner_id>(session)) != lease_complete_result::completed)
+    const auto owner = static_cast<lease_table::owner_id>(session);
+    // The bytes go in first: a piece the buffer could not keep stays leased (and is
+    // released with the session) rather than counted received without its bytes.
+    if (leases_.holder(piece) != owner) {
+        (void)leases_.complete(piece, owner); // counts the refusal
         return false;
+    }
     if (buffer_.store(piece, data) != wire::wire_error::none) return false;
+    if (leases_.complete(piece, owner) != lease_complete_result::completed) return false;
     contributed_ |= std::uint32_t{1} << session;
     return true;
 }
 
 void shared_pieces::release(std::uint32_t session) {
-    if (session < max_sessions) leases_.release(static_cast<lease_table::owner_id>(session));
+    if (session >= max_sessions) return;
+    const auto owner = static_cast<lease_table::owner_id>(session);
+    if (budget_ != nullptr && leases_.leased() != 0) {
+        std::size_t back = 0;
+        for (std::uint32_t i = 0; i < leases_.piece_count(); ++i)
+            if (leases_.holder(i) == owner) back += leases_.piece_length(i);
+        budget_->release(back);
+        charged_ -= back;
+    }
+    leases_.release(owner);
 }
 
 unsigned shared_pieces::contributors() const noexcept { return static_cast<unsigned>(std::popcount(contributed_)); }
@@ -38,6 +68,8 @@ std::optional<std::uint32_t> shared_pieces::sole_contributor() const noexcept {
 }
 
 void shared_pieces::restart() {
+    if (budget_ != nullptr && charged_ != 0) budget_->release(charged_);
+    charged_ = 0;
     leases_.reset_all();
     buffer_.reset(size_, max_size_);
     contributed_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "bencode/encoder.hpp"
 
@@ -425,17 +426,20 @@ wire_error check_data(const ut_metadata_message& m, std::size_t metadata_size, s
 // ---- assembly ----------------------------------------------------------------------------------
 
 wire_error metadata_buffer::reset(std::size_t metadata_size, std::size_t max_metadata_size) noexcept {
-    buf_.clear();
+    std::string().swap(buf_);
+    chunks_.clear();
     present_.clear();
     size_ = 0;
     received_ = 0;
+    held_ = 0;
     if (metadata_size == 0) return wire_error::bad_metadata_size;
     if (metadata_size > max_metadata_size) return wire_error::metadata_too_large;
     try {
-        buf_.resize(metadata_size);
-        present_.assign(piece_count(metadata_size), false);
+        const std::size_t n = piece_count(metadata_size);
+        chunks_.resize(n);
+        present_.assign(n, false);
     } catch (...) {
-        buf_.clear();
+        chunks_.clear();
         present_.clear();
         return wire_error::metadata_too_large;
     }
@@ -453,9 +457,31 @@ wire_error metadata_buffer::store(std::size_t piece, std::string_view data) noex
     if (piece >= present_.size()) return wire_error::piece_out_of_range;
     if (auto e = length_error(size_, piece, data.size()); e != wire_error::none) return e;
     if (present_[piece]) return wire_error::none;
-    std::memcpy(buf_.data() + piece * metadata_piece_size, data.data(), data.size());
+    const bool last = received_ + 1 == present_.size();
+    if (last) {
+        // Join: the one allocation of the whole size happens only once every byte arrived.
+        try {
+            buf_.resize(size_);
+        } catch (...) {
+            return wire_error::metadata_too_large;
+        }
+        for (std::size_t i = 0; i < chunks_.size(); ++i) {
+            const std::size_t len = piece_length(size_, i);
+            char* dst = buf_.data() + i * metadata_piece_size;
+            if (i == piece) std::memcpy(dst, data.data(), len);
+            else std::memcpy(dst, chunks_[i].get(), len);
+            chunks_[i].reset();
+        }
+        std::vector<std::unique_ptr<char[]>>().swap(chunks_);
+    } else {
+        std::unique_ptr<char[]> copy(new (std::nothrow) char[data.size()]);
+        if (!copy) return wire_error::metadata_too_large;
+        std::memcpy(copy.get(), data.data(), data.size());
+        chunks_[piece] = std::move(copy);
+    }
     present_[piece] = true;
     ++received_;
+    held_ += data.size();
     return wire_error::none;
 }
 

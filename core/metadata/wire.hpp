@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -233,12 +234,15 @@ wire_error check_data(const ut_metadata_message& m, std::size_t metadata_size, s
 
 // ---- assembly -------------------------------------------------------------------------------
 
-/// Collects the pieces of one metadata blob into a single buffer allocated once by reset().
+/// Collects the pieces of one metadata blob. Memory follows what arrived, never the claimed
+/// size: each piece is kept in its own exact-length block until the last one arrives, then
+/// they are joined into one buffer (the blocks are freed as they are copied). reset()
+/// allocates nothing but the per-piece bookkeeping (9 bytes per 16 KiB piece).
 /// Not thread-safe; owned by whoever schedules the pieces.
 class metadata_buffer {
 public:
-    /// Allocates `metadata_size` bytes and forgets all pieces. bad_metadata_size for 0,
-    /// metadata_too_large above `max_metadata_size` or when the allocation fails.
+    /// Forgets all pieces and sets the size. bad_metadata_size for 0, metadata_too_large
+    /// above `max_metadata_size` or when the bookkeeping cannot be allocated.
     wire_error reset(std::size_t metadata_size, std::size_t max_metadata_size = default_max_metadata_size) noexcept;
 
     std::size_t size() const noexcept { return size_; }
@@ -250,18 +254,23 @@ public:
     std::size_t next_missing(std::size_t from = 0) const noexcept;
 
     /// Copies a piece in. piece_out_of_range, or bad_piece_length / trailing_bytes when the
-    /// length is not exactly piece_length(). A piece already present is kept (first copy
-    /// wins; the hash check settles disputes) and none is returned.
+    /// length is not exactly piece_length(); metadata_too_large when the copy cannot be
+    /// allocated. A piece already present is kept (first copy wins; the hash check settles
+    /// disputes) and none is returned.
     wire_error store(std::size_t piece, std::string_view data) noexcept;
 
     /// The assembled bytes once complete(); empty before.
     std::string_view bytes() const noexcept;
+    /// Bytes of piece data held now (the sum of the received pieces' lengths).
+    std::size_t held_bytes() const noexcept { return held_; }
 
 private:
-    std::string buf_;
+    std::string buf_;                               // the joined dict, once complete
+    std::vector<std::unique_ptr<char[]>> chunks_;   // received pieces until then
     std::vector<bool> present_;
     std::size_t size_ = 0;
     std::size_t received_ = 0;
+    std::size_t held_ = 0;
 };
 
 } // namespace dhtc::wire

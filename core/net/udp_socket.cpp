@@ -143,15 +143,19 @@ void udp_socket::on_readable() {
             m.rx_msg[i].msg_hdr.msg_iov = &m.rx_iov[i];
             m.rx_msg[i].msg_hdr.msg_iovlen = 1;
         }
-        const int n = ::recvmmsg(fd, m.rx_msg.data(), batch, MSG_DONTWAIT, nullptr);
+        // MSG_TRUNC: msg_len is the datagram's real length even when it did not fit the
+        // buffer, so the byte counter is honest about a flood of 64 KiB datagrams.
+        const int n = ::recvmmsg(fd, m.rx_msg.data(), batch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
         if (n <= 0) break; // EAGAIN (drained) or a transient error: wait for readability again
         std::size_t kept = 0;
         std::uint64_t bytes = 0;
         for (int i = 0; i < n; ++i) {
             const std::size_t len = m.rx_msg[i].msg_len;
             bytes += len;
-            if (len > max_datagram || (m.rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+            const bool truncated = (m.rx_msg[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len > max_datagram + 1;
+            if (len > max_datagram || truncated) {
                 counters_.rx_oversize.fetch_add(1, std::memory_order_relaxed);
+                if (truncated) counters_.rx_truncated.fetch_add(1, std::memory_order_relaxed);
                 continue;
             }
             m.rx_out[kept++] = {from_sockaddr(m.rx_addr[i]), std::string_view(m.rx_buf[i].data(), len)};

@@ -28,8 +28,9 @@ struct datagram {
 /// Traffic counters; relaxed atomics, readable from any thread.
 struct udp_counters {
     std::atomic<std::uint64_t> rx_packets{0};
-    std::atomic<std::uint64_t> rx_bytes{0};
+    std::atomic<std::uint64_t> rx_bytes{0};      ///< the datagrams' real lengths (MSG_TRUNC), dropped ones included
     std::atomic<std::uint64_t> rx_oversize{0};   ///< longer than max_datagram: dropped unread
+    std::atomic<std::uint64_t> rx_truncated{0};  ///< longer than the receive buffer (a subset of rx_oversize)
     std::atomic<std::uint64_t> tx_packets{0};
     std::atomic<std::uint64_t> tx_bytes{0};
     std::atomic<std::uint64_t> tx_dropped{0};    ///< send queue full or socket refused

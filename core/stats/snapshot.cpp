@@ -211,9 +211,12 @@ constexpr auto G = kind::gauge;
 using udp = net::udp_counters;
 constexpr field<udp> udp_fields[] = {
     {"rx_packets", &udp::rx_packets, C, "dhtc_udp_rx_packets_total", {}, "UDP datagrams received."},
-    {"rx_bytes", &udp::rx_bytes, C, "dhtc_udp_rx_bytes_total", {}, "UDP payload bytes received."},
+    {"rx_bytes", &udp::rx_bytes, C, "dhtc_udp_rx_bytes_total", {},
+     "UDP payload bytes received, at each datagram's real length (dropped ones included)."},
     {"rx_oversize", &udp::rx_oversize, C, "dhtc_udp_rx_oversize_total", {},
      "Datagrams longer than the 1500-byte limit, dropped unread."},
+    {"rx_truncated", &udp::rx_truncated, C, "dhtc_udp_rx_truncated_total", {},
+     "Datagrams longer than the receive buffer (cut short by the kernel; counted in rx_oversize too)."},
     {"tx_packets", &udp::tx_packets, C, "dhtc_udp_tx_packets_total", {}, "UDP datagrams sent."},
     {"tx_bytes", &udp::tx_bytes, C, "dhtc_udp_tx_bytes_total", {}, "UDP payload bytes sent."},
     {"tx_dropped", &udp::tx_dropped, C, "dhtc_udp_tx_dropped_total", {},
@@ -358,6 +361,14 @@ constexpr field<pc> pipeline_fields[] = {
      "Torrents the application could not store (answered retry); fetched again later."},
     {"bytes_fetched", &pc::bytes_fetched, C, "dhtc_metadata_bytes_fetched_total", {},
      "Verified metadata bytes fetched."},
+    {"memory_held", &pc::memory_held, G, "dhtc_metadata_memory_held_bytes", {},
+     "Metadata bytes charged to the in-flight budget now (leased and received pieces)."},
+    {"memory_refused", &pc::memory_refused, C, "dhtc_metadata_memory_refused_total", {},
+     "Piece requests held back because the in-flight budget was spent."},
+    {"memory_refused_bytes", &pc::memory_refused_bytes, C, "dhtc_metadata_memory_refused_bytes_total", {},
+     "Bytes of the piece requests held back by the in-flight budget."},
+    {"memory_starved", &pc::memory_starved, C, "dhtc_metadata_memory_starved_total", {},
+     "Peer attempts that ran out of time waiting for the in-flight budget (counted as size_limit)."},
     {"in_flight", &pc::in_flight, G, "dhtc_metadata_in_flight", {}, "Fetch jobs running."},
     {"pending", &pc::pending, G, "dhtc_metadata_pending", {}, "Hashes waiting in the pending queue."},
     {"store_done", &pc::store_done, C, "dhtc_metadata_store_done_total", {},
@@ -481,6 +492,23 @@ void walk(const api::crawler& c, collector& out) {
         out.counter({"metadata", "attempt_failures", name}, "dhtc_metadata_attempt_failures_total", {"class", name},
                     "Failed peer attempts, by failure class.", load(pcn.attempt_failures[i]));
     }
+    for (std::size_t i = 0; i < pcn.encryption_tries.size(); ++i) {
+        const std::string_view mode = i == 0 ? "plaintext" : "mse";
+        out.counter({"metadata", "encryption", mode, "tries"}, "dhtc_metadata_encryption_tries_total", {"mode", mode},
+                    "Peer session tries, by stream mode (plaintext or MSE).", load(pcn.encryption_tries[i]));
+        out.counter({"metadata", "encryption", mode, "successes"}, "dhtc_metadata_encryption_successes_total",
+                    {"mode", mode}, "Peer session tries that completed the metadata, by stream mode.",
+                    load(pcn.encryption_successes[i]));
+        out.counter({"metadata", "encryption", mode, "failures"}, "dhtc_metadata_encryption_failures_total",
+                    {"mode", mode}, "Peer session tries that failed, by stream mode.", load(pcn.encryption_failures[i]));
+    }
+    out.counter({"metadata", "encryption", "fallbacks"}, "dhtc_metadata_encryption_fallbacks_total", {},
+                "Sessions that fell back to the other mode after a failed first try.", load(pcn.encryption_fallbacks));
+    out.counter({"metadata", "encryption", "mse_failures"}, "dhtc_metadata_encryption_mse_failures_total", {},
+                "Sessions whose last try failed in the MSE exchange (counted as handshake_failed).",
+                load(pcn.mse_failures));
+    out.counter({"metadata", "encryption", "rc4_sessions"}, "dhtc_metadata_encryption_rc4_sessions_total", {},
+                "Successful sessions whose peer selected RC4.", load(pcn.rc4_sessions));
     for (std::size_t i = 0; i < pcn.outcomes.size(); ++i) {
         const auto name = api::to_string(static_cast<api::outcome>(i));
         out.counter({"metadata", "outcomes", name}, "dhtc_metadata_outcomes_total", {"outcome", name},

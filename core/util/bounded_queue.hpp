@@ -1,6 +1,8 @@
 // A bounded multi-producer, multi-consumer queue. Every hand-off between threads in the
 // engine goes through one: when it is full the new item is refused and counted, so an
-// overloaded consumer never makes memory grow.
+// overloaded consumer never makes memory grow. The slots grow on demand (doubling, from
+// initial_slots) up to the capacity, so a large capacity costs only what was once queued;
+// once the queue reached a depth, pushing to that depth again allocates nothing.
 #pragma once
 
 #include <atomic>
@@ -14,12 +16,17 @@ namespace dhtc {
 template <class T>
 class bounded_queue {
 public:
-    explicit bounded_queue(std::size_t capacity) : slots_(capacity ? capacity : 1) {}
+    /// Slots allocated at construction (fewer when the capacity is smaller).
+    static constexpr std::size_t initial_slots = 256;
 
-    /// Appends `item`; false (and a counted drop) when full.
+    explicit bounded_queue(std::size_t capacity)
+        : capacity_(capacity ? capacity : 1), slots_(capacity_ < initial_slots ? capacity_ : initial_slots) {}
+
+    /// Appends `item`; false (and a counted drop) when full (or when growing failed).
     bool try_push(T item) {
         {
             std::lock_guard lock(mutex_);
+            if (size_ == slots_.size() && slots_.size() < capacity_) grow();
             if (size_ < slots_.size()) {
                 slots_[(head_ + size_) % slots_.size()] = std::move(item);
                 ++size_;
@@ -57,14 +64,33 @@ public:
         return n;
     }
 
-    std::size_t capacity() const noexcept { return slots_.size(); }
+    std::size_t capacity() const noexcept { return capacity_; }
+    /// Slots allocated now (grows toward capacity()).
+    std::size_t allocated() const noexcept {
+        std::lock_guard lock(mutex_);
+        return slots_.size();
+    }
     /// Current depth; a relaxed read for monitoring and back-pressure decisions.
     std::size_t depth() const noexcept { return depth_.load(std::memory_order_relaxed); }
     std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
     std::uint64_t pushed() const noexcept { return pushed_.load(std::memory_order_relaxed); }
 
 private:
-    std::mutex mutex_;
+    // Doubles the slots (up to the capacity), the items moved in order; on failure the
+    // queue stays as it was (and the push is refused as full).
+    void grow() noexcept {
+        try {
+            const std::size_t n = slots_.size() * 2 < capacity_ ? slots_.size() * 2 : capacity_;
+            std::vector<T> next(n ? n : 1);
+            for (std::size_t i = 0; i < size_; ++i) next[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+            slots_.swap(next);
+            head_ = 0;
+        } catch (...) {
+        }
+    }
+
+    std::size_t capacity_;
+    mutable std::mutex mutex_;
     std::vector<T> slots_;
     std::size_t head_ = 0;
     std::size_t size_ = 0;

@@ -11,6 +11,7 @@
 
 #include "net/clock.hpp"
 #include "util/siphash.hpp"
+#include "util/slab_array.hpp"
 #include "util/slot_index.hpp"
 
 namespace dhtc {
@@ -112,8 +113,10 @@ struct expiring_set_options {
 ///
 /// Slot layout: stamp, key, value, live flag, in that order (no padding between a 4- or
 /// 8-byte stamp and a key of byte-aligned members). Times must not go backwards; if they
-/// do, nothing breaks, but purging lags until time catches up. Single owner; no
-/// allocation after construction.
+/// do, nothing breaks, but purging lags until time catches up. Single owner. The ring is
+/// allocated in slabs as it first fills and the index doubles as entries arrive, so a set
+/// costs what it held at most; once it has held that many, inserting allocates nothing.
+/// Should an allocation fail, the key is not recorded (insert returns `disabled`).
 template <class Key, class Hash, class Value = expiring_no_value, class Stamps = wide_stamps>
 class expiring_set {
 public:
@@ -133,7 +136,7 @@ public:
     explicit expiring_set(expiring_set_options o)
         : capacity_(std::min(o.capacity, max_capacity)), repeat_(o.repeat), stamps_(o.ttl),
           key_(detail::hash_key_from_seed(o.hash_seed)),
-          slots_(capacity_ ? std::make_unique<slot[]>(capacity_) : nullptr), index_(capacity_, 24) {}
+          ring_(std::min(capacity_, initial_ring)), slots_(capacity_), index_(capacity_, 24, initial_index_entries) {}
 
     bool enabled() const noexcept { return capacity_ != 0; }
 
@@ -164,15 +167,18 @@ public:
             }
             unindex(old, h);
         }
-        if (count_ == capacity_) {
+        if (count_ == ring_ && ring_ < capacity_) grow();
+        if (count_ == ring_) {
             const slot& s = slots_[head_];
             if (s.live) ++(stamps_.expired(s.at, now) ? expired_ : evicted_);
             drop_head();
         }
         std::size_t tail = head_ + count_;
-        if (tail >= capacity_) tail -= capacity_;
+        if (tail >= ring_) tail -= ring_;
+        if (!slots_.ensure(tail) ||
+            !index_.insert(h, static_cast<std::uint32_t>(tail), [this](std::uint32_t j) { return hash_of(slots_[j].key); }))
+            return expiring_insert::disabled; // out of memory: not recorded
         slots_[tail] = slot{stamps_.make(now), key, value, true};
-        index_.insert(h, static_cast<std::uint32_t>(tail));
         ++count_;
         ++live_;
         return result;
@@ -204,7 +210,7 @@ public:
     }
 
     void clear() noexcept {
-        for (std::size_t i = 0; i < capacity_; ++i) slots_[i].live = false;
+        slots_.for_each_allocated([this](std::size_t i) { slots_[i].live = false; });
         index_.clear();
         head_ = count_ = live_ = 0;
     }
@@ -215,7 +221,7 @@ public:
     void for_each_youngest(time_point now, F&& f) const {
         for (std::size_t k = count_; k-- > 0;) {
             std::size_t pos = head_ + k;
-            if (pos >= capacity_) pos -= capacity_;
+            if (pos >= ring_) pos -= ring_;
             const slot& s = slots_[pos];
             if (!s.live || stamps_.expired(s.at, now)) continue;
             if (!f(s.key, s.value)) return;
@@ -230,13 +236,35 @@ public:
     std::uint64_t evicted() const noexcept { return evicted_; }
     /// Entries dropped after they expired.
     std::uint64_t expired() const noexcept { return expired_; }
-    /// The object, the ring and (when enabled) the index.
+    /// The object, the ring's allocated slabs and (when enabled) the index.
     std::size_t memory_bytes() const noexcept {
-        return sizeof(*this) + capacity_ * sizeof(slot) + (capacity_ ? index_.memory_bytes() : 0);
+        return sizeof(*this) + slots_.memory_bytes() + (capacity_ ? index_.memory_bytes() : 0);
     }
 
 private:
-    std::size_t next(std::size_t i) const noexcept { return i + 1 == capacity_ ? 0 : i + 1; }
+    std::size_t next(std::size_t i) const noexcept { return i + 1 == ring_ ? 0 : i + 1; }
+
+    // The ring is full below the capacity: double it. A wrapped ring's front part (slots
+    // [0, tail)) moves to just past the old end, so the order holds; moved live entries are
+    // re-indexed. If a slab cannot be allocated the ring stays as it was (and evicts).
+    void grow() noexcept {
+        const std::size_t next_size = std::min(capacity_, ring_ * 2);
+        const std::size_t wrapped = head_ + count_ > ring_ ? head_ + count_ - ring_ : 0;
+        for (std::size_t p = 0; p < wrapped; ++p)
+            if (!slots_.ensure(ring_ + p)) return;
+        for (std::size_t p = 0; p < wrapped; ++p) {
+            slot& from = slots_[p];
+            slot& to = slots_[ring_ + p];
+            to = from;
+            if (from.live) {
+                const std::uint64_t h = hash_of(from.key);
+                index_.erase(h, static_cast<std::uint32_t>(p), [this](std::uint32_t j) { return hash_of(slots_[j].key); });
+                index_.insert(h, static_cast<std::uint32_t>(ring_ + p)); // same count: no growth needed
+                from.live = false;
+            }
+        }
+        ring_ = next_size;
+    }
     std::uint64_t hash_of(const Key& key) const noexcept { return Hash{}(key_, key); }
     std::uint32_t locate(const Key& key, std::uint64_t h) const {
         return index_.find(h, [&](std::uint32_t i) { return slots_[i].key == key; });
@@ -257,7 +285,10 @@ private:
     expiring_repeat repeat_;
     Stamps stamps_;
     siphash_key key_;
-    std::unique_ptr<slot[]> slots_;
+    static constexpr std::size_t initial_index_entries = 1024; // the index doubles from here
+    static constexpr std::size_t initial_ring = 1024;          // so does the ring
+    std::size_t ring_;                   // the ring's size now (grows to capacity_)
+    detail::slab_array<slot, 10> slots_;
     detail::slot_index index_;
     std::size_t head_ = 0;
     std::size_t count_ = 0; // ring slots in use, dead ones included

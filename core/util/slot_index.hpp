@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <random>
 
 #include "net/address.hpp"
@@ -85,13 +86,27 @@ public:
     /// Room for `max_entries` values up to max_value(). `value_bits` is clamped to 16..30,
     /// leaving at least 2 bits of distance. Buckets: the power of two keeping the load at
     /// or below 80% (at least 8).
-    slot_index(std::size_t max_entries, unsigned value_bits)
+    ///
+    /// `initial_entries` below `max_entries` makes the index growable: it starts with the
+    /// buckets for `initial_entries` and grow() doubles them (up to those for max_entries)
+    /// by reinserting every value; a growable index must be filled with insert(h, v, hash_of).
+    slot_index(std::size_t max_entries, unsigned value_bits, std::size_t initial_entries = ~std::size_t{0})
         : value_bits_(value_bits < 16 ? 16 : value_bits > 30 ? 30 : value_bits),
           value_mask_((std::uint32_t{1} << value_bits_) - 1), saturated_(~std::uint32_t{0} >> value_bits_),
-          buckets_(std::bit_ceil(max_entries + max_entries / 4 + 1 < 8 ? std::size_t{8}
-                                                                        : max_entries + max_entries / 4 + 1)),
+          max_buckets_(buckets_for(max_entries)),
+          buckets_(initial_entries < max_entries ? buckets_for(initial_entries) : max_buckets_),
           mask_(buckets_ - 1), table_(std::make_unique<std::uint32_t[]>(buckets_)) {
         clear();
+    }
+
+    /// Inserts like insert(h, value), first growing the buckets when one more entry would
+    /// pass 80% of them. `hash_of(v)` gives the hash a stored value was inserted with.
+    /// False (nothing inserted) when growing was needed and its allocation failed.
+    template <class HashOf>
+    bool insert(std::uint64_t h, std::uint32_t value, HashOf&& hash_of) noexcept {
+        if (size_ + 1 > limit(buckets_) && buckets_ < max_buckets_ && !grow(hash_of)) return false;
+        insert(h, value);
+        return true;
     }
 
     /// Largest value the index can store (all-ones is reserved: with a saturated distance
@@ -160,6 +175,29 @@ public:
     std::uint32_t saturated_distance() const noexcept { return saturated_; }
 
 private:
+    static std::size_t buckets_for(std::size_t entries) noexcept {
+        const std::size_t want = entries + entries / 4 + 1;
+        return std::bit_ceil(want < 8 ? std::size_t{8} : want);
+    }
+    // Entries a bucket count takes at a load <= 80%.
+    static std::size_t limit(std::size_t buckets) noexcept { return buckets - buckets / 5; }
+
+    template <class HashOf>
+    bool grow(HashOf& hash_of) noexcept {
+        const std::size_t n = buckets_ * 2 < max_buckets_ ? buckets_ * 2 : max_buckets_;
+        std::unique_ptr<std::uint32_t[]> next(new (std::nothrow) std::uint32_t[n]);
+        if (!next) return false;
+        std::unique_ptr<std::uint32_t[]> old = std::move(table_);
+        const std::size_t old_buckets = buckets_;
+        table_ = std::move(next);
+        buckets_ = n;
+        mask_ = n - 1;
+        clear();
+        for (std::size_t i = 0; i < old_buckets; ++i)
+            if (old[i] != npos) insert(hash_of(old[i] & value_mask_), old[i] & value_mask_);
+        return true;
+    }
+
     std::uint32_t word(std::uint32_t d, std::uint32_t value) const noexcept {
         return (d < saturated_ ? d : saturated_) << value_bits_ | value;
     }
@@ -167,6 +205,7 @@ private:
     unsigned value_bits_;
     std::uint32_t value_mask_;
     std::uint32_t saturated_;
+    std::size_t max_buckets_;
     std::size_t buckets_;
     std::size_t mask_;
     std::unique_ptr<std::uint32_t[]> table_;

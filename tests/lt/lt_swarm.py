@@ -113,6 +113,10 @@ def parse_args(argv):
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a libtorrent setting of the seeding sessions (repeatable)")
     ap.add_argument("--pkt-log", action="store_true", help="log every DHT packet to stderr")
+    ap.add_argument("--encryption", choices=sorted(ENCRYPTION_POLICIES), default="enabled",
+                    help="MSE/PE policy of the seeding sessions: enabled (libtorrent's default: plaintext "
+                         "or PE), forced_rc4 (PE forced, RC4 only), forced_both (PE forced, plaintext "
+                         "payload allowed); --set overrides it")
     args = ap.parse_args(argv)
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -456,6 +460,15 @@ def base_settings(ip, port, bootstrap):
     }
 
 
+# libtorrent's settings: enc policy 0 pe_forced, 1 pe_enabled, 2 pe_disabled; allowed_enc_level
+# 1 pe_plaintext, 2 pe_rc4, 3 pe_both. With in_enc_policy forced a plaintext handshake is dropped.
+ENCRYPTION_POLICIES = {
+    "enabled": {},
+    "forced_rc4": {"out_enc_policy": 0, "in_enc_policy": 0, "allowed_enc_level": 2},
+    "forced_both": {"out_enc_policy": 0, "in_enc_policy": 0, "allowed_enc_level": 3, "prefer_rc4": False},
+}
+
+
 def coerce_setting(defaults, name, value):
     if name not in defaults:
         raise SystemExit("lt_swarm: unknown libtorrent setting %r" % name)
@@ -677,6 +690,7 @@ def main(argv):
     seeders = []
     for i in range(args.sessions):
         settings = base_settings(session_ip(args, i), args.port, args.bootstrap)
+        settings.update(ENCRYPTION_POLICIES[args.encryption])
         settings.update(overrides)
         seeders.append(Seeder(i, session_ip(args, i), settings))
     wait_until = time.monotonic() + 10

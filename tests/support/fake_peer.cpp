@@ -26,6 +26,7 @@
 #include <asio/write.hpp>
 
 #include "bencode/encoder.hpp"
+#include "metadata/mse.hpp"
 #include "metadata/hashing.hpp"
 
 namespace dhtc::test {
@@ -137,6 +138,10 @@ public:
           fake_ut_(s_.ut_metadata_id) {}
 
     asio::awaitable<void> run() {
+        // Like real clients: the handshakes go out as several small writes, and Nagle would
+        // hold each behind the delayed ACK of the one before.
+        std::error_code nd;
+        sock_.set_option(tcp::no_delay(true), nd);
         try {
             co_await talk();
         } catch (const std::exception&) {
@@ -155,7 +160,57 @@ private:
             timer_.expires_after(s_.delay);
             co_await timer_.async_wait(asio::use_awaitable);
         }
+        if (enc_) enc_->apply(msg.data(), msg.size());
         co_await asio::async_write(sock_, asio::buffer(msg), asio::use_awaitable);
+    }
+
+    // Exactly n bytes of the payload stream: first what came with the MSE handshake, then
+    // the socket, through RC4 when it was selected.
+    asio::awaitable<void> read_exact(char* out, std::size_t n) {
+        const std::size_t from_pending = std::min(n, pending_.size());
+        std::memcpy(out, pending_.data(), from_pending);
+        pending_.erase(0, from_pending);
+        if (from_pending == n) co_return;
+        co_await asio::async_read(sock_, asio::buffer(out + from_pending, n - from_pending), asio::use_awaitable);
+        if (dec_) dec_->apply(out + from_pending, n - from_pending);
+    }
+
+    // MSE per the script; false: drop the connection (like libtorrent).
+    asio::awaitable<bool> negotiate() {
+        using enc = peer_encryption;
+        if (s_.encryption == enc::plaintext_only) co_return true;
+        std::array<char, 20> first{};
+        co_await asio::async_read(sock_, asio::buffer(first), asio::use_awaitable);
+        const bool plaintext = std::string_view(first.data(), 20) == std::string_view("\x13" "BitTorrent protocol", 20);
+        if (plaintext) {
+            pending_.assign(first.data(), first.size());
+            co_return s_.encryption == enc::either;
+        }
+        const bool rc4_only = s_.encryption == enc::forced_rc4;
+        // The key is looked up among the torrents served, like libtorrent: v1 or v2.
+        metadata::mse::responder r1(p_.v1_key, rc4_only ? metadata::mse::crypto_rc4 : 3, false);
+        std::string out;
+        metadata::mse::status st = r1.feed(std::string_view(first.data(), first.size()), out);
+        std::array<char, 2048> buf{};
+        while (st == metadata::mse::status::need_more) {
+            if (!out.empty()) {
+                co_await asio::async_write(sock_, asio::buffer(out), asio::use_awaitable);
+                out.clear();
+            }
+            const std::size_t n = co_await sock_.async_read_some(asio::buffer(buf), asio::use_awaitable);
+            st = r1.feed(std::string_view(buf.data(), n), out);
+        }
+        if (st != metadata::mse::status::done) co_return false;
+        co_await asio::async_write(sock_, asio::buffer(out), asio::use_awaitable);
+        metadata::mse::outcome o = r1.take();
+        pending_ = std::move(o.payload);
+        enc_ = std::move(o.encrypt);
+        dec_ = std::move(o.decrypt);
+        p_.update(idx_, [&](conversation& c) {
+            c.mse = true;
+            c.mse_selected = o.selected;
+        });
+        co_return true;
     }
 
     std::string ext_handshake_payload() const {
@@ -164,6 +219,7 @@ private:
         std::int64_t size = static_cast<std::int64_t>(p_.info.size());
         if (s_.mode == mode::wrong_metadata_size) size += 1;
         if (s_.mode == mode::oversize_claim) size = std::int64_t{1} << 31;
+        if (s_.mode == mode::huge_claim_silent) size = std::int64_t{10} << 20;
         std::string out;
         bencode::writer w(out);
         w.begin_dict();
@@ -181,8 +237,10 @@ private:
     }
 
     asio::awaitable<void> talk() {
+        const bool go_on = co_await negotiate();
+        if (!go_on) co_return;
         std::array<char, wire::handshake_size> hs{};
-        co_await asio::async_read(sock_, asio::buffer(hs), asio::use_awaitable);
+        co_await read_exact(hs.data(), hs.size());
         wire::handshake theirs;
         const bool parsed = wire::parse_handshake(std::string_view(hs.data(), hs.size()), theirs) == wire::wire_error::none;
         p_.update(idx_, [&](conversation& c) {
@@ -242,7 +300,7 @@ private:
     asio::awaitable<void> read_loop() {
         for (;;) {
             std::array<char, 4> len{};
-            co_await asio::async_read(sock_, asio::buffer(len), asio::use_awaitable);
+            co_await read_exact(len.data(), len.size());
             const std::uint32_t n = static_cast<std::uint32_t>(static_cast<unsigned char>(len[0])) << 24 |
                                     static_cast<std::uint32_t>(static_cast<unsigned char>(len[1])) << 16 |
                                     static_cast<std::uint32_t>(static_cast<unsigned char>(len[2])) << 8 |
@@ -250,7 +308,7 @@ private:
             if (n == 0) continue;
             if (n > (1u << 20)) co_return;
             std::string body(n, '\0');
-            co_await asio::async_read(sock_, asio::buffer(body), asio::use_awaitable);
+            co_await read_exact(body.data(), body.size());
             const auto id = static_cast<std::uint8_t>(body[0]);
             p_.update(idx_, [&](conversation& c) { c.message_ids.push_back(id); });
             if (id != wire::msg_extended || n < 2) continue;
@@ -287,7 +345,8 @@ private:
     }
 
     asio::awaitable<void> answer(std::uint32_t piece) {
-        if (stalled_ || session_ut_ == 0 || s_.mode == mode::ignore_requests) co_return;
+        if (stalled_ || session_ut_ == 0 || s_.mode == mode::ignore_requests || s_.mode == mode::huge_claim_silent)
+            co_return;
         const std::size_t size = p_.info.size();
         const std::size_t count = wire::piece_count(size);
         const bool first = !answered_;
@@ -349,6 +408,9 @@ private:
     asio::steady_timer timer_;
     bencode::document doc_;
     std::uint8_t fake_ut_;
+    std::string pending_; // payload that came with the MSE handshake, decrypted
+    std::unique_ptr<metadata::mse::rc4> enc_;
+    std::unique_ptr<metadata::mse::rc4> dec_;
     std::uint8_t session_ut_ = 0;
     bool answered_ = false;
     bool stalled_ = false;

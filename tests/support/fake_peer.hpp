@@ -57,11 +57,21 @@ enum class peer_mode : std::uint8_t {
     short_piece,            ///< non-last pieces one byte short
     long_last_piece,        ///< the last piece one byte too long
     ignore_requests,        ///< serves the handshakes, never answers a request
+    huge_claim_silent,      ///< advertises metadata_size = 10 MiB, then never answers a request
+};
+
+/// MSE/PE on the fake peer's side (libtorrent's in_enc_policy / allowed_enc_level).
+enum class peer_encryption : std::uint8_t {
+    plaintext_only,   ///< pe_disabled: MSE bytes fail the handshake parse and the peer closes
+    forced_rc4,       ///< pe_forced + pe_rc4: a plaintext handshake is dropped at once
+    forced_plaintext, ///< pe_forced + pe_both: MSE required, plaintext selected when offered
+    either,           ///< pe_enabled + pe_both: plaintext or MSE (plaintext selected when offered)
 };
 
 /// How one fake peer behaves on every connection it accepts.
 struct peer_script {
     peer_mode mode = peer_mode::serve;
+    peer_encryption encryption = peer_encryption::plaintext_only;
     std::chrono::milliseconds delay{0}; ///< before every message it sends (a slow peer)
     std::uint8_t ut_metadata_id = 2;    ///< its ut_metadata id (libtorrent uses 2)
     bool v2_bit = false;                ///< set the v2 bit in a reply carrying the right key (hybrid)
@@ -91,6 +101,8 @@ struct conversation {
     std::vector<std::uint32_t> requests;   ///< pieces requested, in order
     std::vector<std::uint32_t> rejects;    ///< pieces the session rejected (answers to ask_us)
     bool ended = false;                    ///< the connection is over (closed by either side)
+    bool mse = false;                      ///< the session completed an MSE exchange
+    std::uint32_t mse_selected = 0;        ///< 1 plaintext, 2 RC4
 };
 
 class fake_peer {

@@ -310,9 +310,31 @@ TEST_CASE("memory: at most 48 bytes per node at 100,000 nodes, index included") 
     CHECK(per_node <= 48.0);
 
     node_pool v4_only(c, policy, pool_opts(100'000, 25'000, 0));
+    for (std::uint32_t i = 0; i < 100'000; ++i) REQUIRE(v4_only.push(id_of(i), v4_ep(i)) == push_result::accepted);
     const double v4_per_node = static_cast<double>(v4_only.memory_bytes()) / 100'000.0;
     MESSAGE("bytes per node (IPv4 only): " << v4_per_node);
     CHECK(v4_per_node <= 32.0);
+}
+
+TEST_CASE("a pool at the largest capacity costs what it holds, and keeps FIFO order while it grows") {
+    manual_clock c;
+    address_policy policy;
+    node_pool pool(c, policy, pool_opts(node_pool::max_capacity));
+    CHECK(pool.memory_bytes() < 1'000'000);
+    // Pops interleaved with pushes, so the rings are wrapped when they grow.
+    std::uint32_t next_pop = 0;
+    for (std::uint32_t i = 0; i < 50'000; ++i) {
+        REQUIRE(pool.push(id_of(i), i % 5 == 0 ? v6_ep(i) : v4_ep(i)) == push_result::accepted);
+        if (i % 3 == 0) {
+            const auto n = pool.pop();
+            REQUIRE(n);
+            CHECK(n->id == id_of(next_pop++));
+        }
+    }
+    CHECK(pool.memory_bytes() < 8'000'000);
+    for (std::uint32_t i = next_pop; i < 50'000; i += 97) CHECK(pool.contains(i % 5 == 0 ? v6_ep(i) : v4_ep(i)));
+    while (auto n = pool.pop()) CHECK(n->id == id_of(next_pop++));
+    CHECK(next_pop == 50'000);
 }
 
 } // TEST_SUITE node_pool

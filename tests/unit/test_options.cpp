@@ -104,8 +104,8 @@ const char* const custom_document = R"({
   },
   "metadata": {
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
-    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304,
-    "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false,
+    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
+    "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false, "encryption": "prefer_encrypted",
     "delivered_filter": {"capacity": 7, "period_secs": 3600}
   },
   "crawl": {
@@ -205,7 +205,8 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 87);
+    CHECK(default_leaves().size() == 89);
+    CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
 
     const auto p = parse(text);
     REQUIRE(p.r.ok());
@@ -255,9 +256,11 @@ TEST_CASE("every key lands in its field") {
     CHECK(m.peer_failure_cache_capacity == 0);
     CHECK(m.peer_failure_ttl_secs == 120);
     CHECK(m.max_metadata_size == 4194304);
+    CHECK(m.max_in_flight_bytes == 1048576);
     CHECK(m.max_attempts == 5);
     CHECK(m.gate_timeout_millis == 250);
     CHECK_FALSE(m.gate_default);
+    CHECK(m.encryption == dhtc::metadata::encryption_policy::prefer_encrypted);
     CHECK(m.delivered_filter_capacity == 7);
     CHECK(m.delivered_filter_period_secs == 3600);
 
@@ -743,6 +746,18 @@ TEST_CASE("the target percents sum to 100") {
     CHECK(zero.r.status == options_status::invalid_value);
     CHECK(zero.r.path == "crawl.target");
     CHECK(zero.r.message == "crawl.target: random_walk_percent + sparse_bucket_percent is 0; they must sum to 100");
+}
+
+TEST_CASE("metadata.encryption: the four policies, anything else refused") {
+    using dhtc::metadata::encryption_policy;
+    CHECK(parse(R"({"metadata": {"encryption": "prefer_plaintext"}})").o.metadata.encryption == encryption_policy::prefer_plaintext);
+    CHECK(parse(R"({"metadata": {"encryption": "prefer_encrypted"}})").o.metadata.encryption == encryption_policy::prefer_encrypted);
+    CHECK(parse(R"({"metadata": {"encryption": "require"}})").o.metadata.encryption == encryption_policy::require);
+    CHECK(parse(R"({"metadata": {"encryption": "disable"}})").o.metadata.encryption == encryption_policy::disable);
+    const auto bad = parse(R"({"metadata": {"encryption": "rc4"}})");
+    CHECK(bad.r.status == options_status::invalid_value);
+    CHECK(bad.r.path == "metadata.encryption");
+    CHECK(parse(R"({"metadata": {"encryption": 1}})").r.status == options_status::wrong_type);
 }
 
 TEST_CASE("netmode, bind addresses and node_id") {

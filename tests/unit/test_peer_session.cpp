@@ -601,6 +601,71 @@ TEST_CASE("destroying a stopped io_context ends the session and releases its lea
     CHECK(fp.wait_ended(1, 5000ms));
 }
 
+TEST_CASE("MSE/PE: every policy against every peer encryption") {
+    using dhtc::metadata::encryption_policy;
+    using dhtc::metadata::stream_encryption;
+    using dhtc::test::peer_encryption;
+    const std::string info = make_info_dict(40000); // three pieces: the RC4 stream carries real traffic
+    struct row {
+        encryption_policy policy;
+        peer_encryption peer;
+        bool ok;
+        stream_encryption stream;
+        std::uint8_t tries;
+    };
+    const row rows[] = {
+        {encryption_policy::prefer_plaintext, peer_encryption::plaintext_only, true, stream_encryption::plaintext, 1},
+        {encryption_policy::prefer_plaintext, peer_encryption::forced_rc4, true, stream_encryption::rc4, 2},
+        {encryption_policy::prefer_plaintext, peer_encryption::forced_plaintext, true, stream_encryption::plaintext, 2},
+        {encryption_policy::prefer_plaintext, peer_encryption::either, true, stream_encryption::plaintext, 1},
+        {encryption_policy::prefer_encrypted, peer_encryption::plaintext_only, true, stream_encryption::plaintext, 2},
+        {encryption_policy::prefer_encrypted, peer_encryption::forced_rc4, true, stream_encryption::rc4, 1},
+        {encryption_policy::prefer_encrypted, peer_encryption::forced_plaintext, true, stream_encryption::plaintext, 1},
+        {encryption_policy::require, peer_encryption::forced_rc4, true, stream_encryption::rc4, 1},
+        {encryption_policy::require, peer_encryption::forced_plaintext, true, stream_encryption::rc4, 1},
+        {encryption_policy::require, peer_encryption::either, true, stream_encryption::rc4, 1},
+        {encryption_policy::require, peer_encryption::plaintext_only, false, stream_encryption::plaintext, 1},
+        {encryption_policy::disable, peer_encryption::forced_rc4, false, stream_encryption::plaintext, 1},
+        {encryption_policy::disable, peer_encryption::either, true, stream_encryption::plaintext, 1},
+    };
+    for (const row& w : rows) {
+        CAPTURE(dhtc::metadata::to_string(w.policy));
+        CAPTURE(static_cast<int>(w.peer));
+        peer_script script;
+        script.encryption = w.peer;
+        fake_peer fp(info, script);
+        simple_piece_source src;
+        session_request req = make_request(fp);
+        req.encryption = w.policy;
+        const session_result r = run_one(req, src);
+        CHECK(r.ok() == w.ok);
+        CHECK(r.tries == w.tries);
+        if (w.ok) {
+            CHECK(src.bytes() == info);
+            CHECK(r.encryption == w.stream);
+            CHECK(r.pieces_received == 3);
+        } else {
+            check_failure(r, session_failure::handshake_failed, wire_error::short_handshake);
+        }
+    }
+}
+
+TEST_CASE("MSE: a peer that closes during the exchange falls back once within the deadline") {
+    using dhtc::metadata::encryption_policy;
+    const std::string info = make_info_dict(1000);
+    // A peer that drops MSE (plaintext only) under require: one try, handshake_failed.
+    peer_script script;
+    fake_peer fp(info, script);
+    simple_piece_source src;
+    session_request req = make_request(fp);
+    req.encryption = encryption_policy::require;
+    const session_result r = run_one(req, src);
+    CHECK(r.tries == 1);
+    CHECK(r.used_mse);
+    CHECK(r.failure == session_failure::handshake_failed);
+    CHECK(fp.conversations().size() == 1);
+}
+
 TEST_CASE("failure names are stable") {
     CHECK(dhtc::api::to_string(session_failure::connect_timeout) == "connect_timeout");
     CHECK(dhtc::api::to_string(session_failure::cancelled) == "cancelled");

@@ -289,11 +289,16 @@ TEST_CASE("counters: one per offer result, plus taken, removed and expired") {
     for (std::size_t r = 0; r < offer_result_count; ++r) CHECK(to_string(static_cast<R>(r)) != "unknown");
 }
 
-TEST_CASE("no allocation after construction, at the default capacity") {
+TEST_CASE("memory grows as the queue fills; once it held its capacity, no allocation") {
     manual_clock clk;
     pending_queue q(pending_queue_options{10'000, 60s, 7});
+    const std::size_t empty = q.memory_bytes();
+    CHECK(empty < 200'000); // a large capacity costs nothing until used
     std::mt19937 rng(5);
     auto t = clk.now();
+    for (std::uint32_t i = 0; i < 10'000; ++i) q.offer(hid(1'000'000 + i), peer(1), hash_source::announce, t, t);
+    CHECK(q.size() == q.capacity());
+    CHECK(q.memory_bytes() > empty);
     const std::size_t before = g_allocations.load();
     for (int i = 0; i < 50'000; ++i) {
         t += 1ms;
@@ -302,6 +307,16 @@ TEST_CASE("no allocation after construction, at the default capacity") {
     }
     CHECK(q.size() <= q.capacity());
     if (COUNT_ALLOCATIONS) CHECK(g_allocations.load() == before);
+}
+
+TEST_CASE("a queue at the largest capacity costs what it holds") {
+    manual_clock clk;
+    pending_queue q(pending_queue_options{(std::size_t{1} << 24) - 2, 60s, 7});
+    CHECK(q.memory_bytes() < 1'000'000);
+    auto t = clk.now();
+    for (std::uint32_t i = 0; i < 5'000; ++i) REQUIRE(q.offer(hid(i), peer(1), hash_source::announce, t, t) == offer_result::added);
+    CHECK(q.memory_bytes() < 3'000'000);
+    for (std::uint32_t i = 0; i < 5'000; ++i) CHECK(q.contains(hid(i), t));
 }
 
 TEST_CASE("randomized against a reference model") {

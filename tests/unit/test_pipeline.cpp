@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #include "api/delivery.hpp"
 #include "metadata/hashing.hpp"
@@ -127,6 +128,26 @@ struct rig {
         return false;
     }
 };
+
+// Resident set size of this process, from /proc/self/statm.
+std::size_t rss_bytes() {
+    std::ifstream in("/proc/self/statm");
+    std::size_t pages = 0, resident = 0;
+    in >> pages >> resident;
+    return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
 
 } // namespace
 
@@ -407,6 +428,85 @@ TEST_CASE("shutdown while fetching: every gated round completes exactly once, as
         seen.insert(c.info_hash);
     }
     CHECK(seen.size() == 5);
+}
+
+// A sanitizer's quarantine and shadow memory would blur RSS: this runs in the release stage.
+TEST_CASE("256 peers claiming 10 MiB and sending nothing cost little memory; a good torrent still arrives" *
+          doctest::skip(sanitized)) {
+    constexpr std::size_t liars = 256;
+    test::peer_script claim;
+    claim.mode = test::peer_mode::huge_claim_silent;
+    std::vector<std::unique_ptr<test::fake_peer>> peers;
+    for (std::size_t i = 0; i < liars; ++i)
+        peers.push_back(std::make_unique<test::fake_peer>(test::make_info_dict(300, static_cast<std::uint32_t>(i + 7)), claim));
+    const std::string dict = big_dict(300); // several pieces
+    test::fake_peer good(dict);
+    auto o = rig::options();
+    o.max_worker_count = liars + 16; // every liar's round runs at once
+    o.max_queue_size = 1024;
+    rig r(o);
+    const std::size_t before = rss_bytes();
+    for (const auto& p : peers) r.offer(p->info_hash(), p->local_endpoint());
+    r.offer(good.info_hash(), good.local_endpoint());
+    std::size_t peak = before;
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < until && r.a.completion_count() < liars + 1) {
+        peak = std::max(peak, rss_bytes());
+        std::this_thread::sleep_for(5ms);
+    }
+    peak = std::max(peak, rss_bytes());
+    const std::uint64_t held_at_end = r.pipe.counters().memory_held.load();
+    r.stop();
+    MESSAGE("RSS before " << before / 1024 << " KiB, peak " << peak / 1024 << " KiB");
+    CHECK(peak - before <= std::size_t{128} << 20);
+    REQUIRE(r.a.completions.size() == liars + 1);
+    std::size_t accepted = 0;
+    for (const auto& c : r.a.completions) {
+        if (c.info_hash == good.info_hash()) {
+            CHECK(c.result == api::outcome::accepted);
+            ++accepted;
+        } else {
+            CHECK(c.result == api::outcome::fetch_failed);
+            CHECK(c.failure == api::failure_class::timeout);
+        }
+    }
+    CHECK(accepted == 1);
+    REQUIRE(r.a.torrents.size() == 1);
+    CHECK(r.a.torrents[0].raw == dict);
+    CHECK(held_at_end == 0);
+    CHECK(r.pipe.counters().memory_held.load() == 0);
+}
+
+TEST_CASE("a spent metadata budget: the fetch waits, then fails as size_limit; the budget comes back") {
+    test::peer_script claim;
+    claim.mode = test::peer_mode::huge_claim_silent;
+    // The victim never sends a piece either, so it cannot finish in the moment between the
+    // hog's deadline and its own: the verdict does not depend on timing.
+    test::fake_peer hog(test::make_info_dict(300, 99), claim), good(test::make_info_dict(300, 98), claim);
+    auto o = rig::options();
+    o.max_in_flight_bytes = 4 * wire::metadata_piece_size; // exactly the hog's pipeline of 4 pieces
+    rig r(o);
+    r.offer(hog.info_hash(), hog.local_endpoint());
+    // Wait until the hog's session holds the whole budget.
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < until && r.pipe.counters().memory_held.load() < o.max_in_flight_bytes)
+        std::this_thread::sleep_for(5ms);
+    REQUIRE(r.pipe.counters().memory_held.load() == o.max_in_flight_bytes);
+    r.offer(good.info_hash(), good.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    bool saw_good = false;
+    for (const auto& c : r.a.completions) {
+        if (c.info_hash != good.info_hash()) continue;
+        saw_good = true;
+        CHECK(c.result == api::outcome::fetch_failed);
+        CHECK(c.failure == api::failure_class::size_limit);
+    }
+    CHECK(saw_good);
+    CHECK(r.pipe.counters().memory_refused.load() > 0);
+    CHECK(r.pipe.counters().memory_starved.load() >= 1);
+    CHECK(r.pipe.counters().memory_held.load() == 0);
+    CHECK(r.a.torrents.empty());
 }
 
 } // TEST_SUITE

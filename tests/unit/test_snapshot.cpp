@@ -128,8 +128,8 @@ const std::vector<std::string> runtime_uint_keys = {
     "metadata_in_flight",
 };
 
-const std::vector<std::string> udp_keys = {"rx_packets", "rx_bytes",   "rx_oversize", "tx_packets",
-                                           "tx_bytes",   "tx_dropped", "tx_errors"};
+const std::vector<std::string> udp_keys = {"rx_packets", "rx_bytes",   "rx_oversize", "rx_truncated",
+                                           "tx_packets", "tx_bytes",   "tx_dropped", "tx_errors"};
 
 const std::vector<std::string> dht_keys = {
     "rx_bad_bencode", "rx_bad_krpc", "rx_queries", "rx_replies", "replies_sent", "replies_over_budget",
@@ -610,6 +610,7 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
     REQUIRE_FALSE(token.empty());
     client.send_to(port, "this is not bencode");
     client.send_to(port, std::string(3000, 'x')); // over the 1500-byte datagram limit
+    client.send_to(port, std::string(65'507, 'y')); // the largest UDP payload: counted at its length
 
     // An announce for a peer where nothing listens: one round, one refused attempt.
     const auto peer_port = test::unused_loopback_port(SOCK_STREAM); // nothing listens
@@ -620,7 +621,7 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
 
     const json j = wait_for(*c, [](const json& s) {
         const auto& m = s.at("metadata");
-        return s.at("dht").at("rx_bad_bencode") >= 1 && s.at("udp").at("rx_oversize") >= 1 &&
+        return s.at("dht").at("rx_bad_bencode") >= 1 && s.at("udp").at("rx_oversize") >= 2 &&
                m.at("outcomes").at("fetch_failed") >= 1;
     });
     check_observability_shape(j);
@@ -629,7 +630,9 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
     CHECK(udp.at("v4").at("tx_packets") >= 4);
     CHECK(udp.at("rx_packets") == udp.at("v4").at("rx_packets")); // v6 unbound: the sum is v4
     CHECK(udp.at("v6").at("rx_packets") == 0);
-    CHECK(udp.at("rx_oversize") >= 1);
+    CHECK(udp.at("rx_oversize") >= 2);
+    CHECK(udp.at("rx_truncated") >= 2); // both were longer than the receive buffer
+    CHECK(udp.at("rx_bytes") >= 3000 + 65'507); // real lengths, not the buffer's
     CHECK(j.at("drops").at("udp_rx_oversize") == udp.at("rx_oversize"));
     const auto& dht = j.at("dht");
     CHECK(dht.at("rx_queries") >= 4);

@@ -747,4 +747,38 @@ TEST_CASE("to_string names every code") {
     }
 }
 
+TEST_CASE("metadata_buffer holds what arrived, never the claimed size") {
+    metadata_buffer b;
+    const std::size_t size = std::size_t{10} << 20; // a 10 MiB claim
+    REQUIRE(b.reset(size) == wire_error::none);
+    CHECK(b.held_bytes() == 0);
+    const std::string piece(metadata_piece_size, 'a');
+    // Out of order: the last piece first, then one in the middle.
+    const std::size_t n = piece_count(size);
+    REQUIRE(b.store(n - 1, std::string(piece_length(size, n - 1), 'z')) == wire_error::none);
+    CHECK(b.held_bytes() == piece_length(size, n - 1));
+    REQUIRE(b.store(7, piece) == wire_error::none);
+    CHECK(b.held_bytes() == piece_length(size, n - 1) + metadata_piece_size);
+    CHECK(b.store(7, std::string(metadata_piece_size, 'b')) == wire_error::none); // first copy wins
+    CHECK(b.held_bytes() == piece_length(size, n - 1) + metadata_piece_size);
+    CHECK(b.bytes().empty());
+    REQUIRE(b.reset(size) == wire_error::none);
+    CHECK(b.held_bytes() == 0);
+
+    // Every piece, in a scrambled order: the joined bytes are in piece order.
+    const std::size_t small = 3 * metadata_piece_size + 100;
+    REQUIRE(b.reset(small) == wire_error::none);
+    for (std::size_t p : {2u, 0u, 3u, 1u}) {
+        REQUIRE(b.store(p, std::string(piece_length(small, p), static_cast<char>('0' + p))) == wire_error::none);
+    }
+    REQUIRE(b.complete());
+    const std::string_view all = b.bytes();
+    REQUIRE(all.size() == small);
+    CHECK(all[0] == '0');
+    CHECK(all[metadata_piece_size] == '1');
+    CHECK(all[2 * metadata_piece_size + 5] == '2');
+    CHECK(all[small - 1] == '3');
+    CHECK(b.held_bytes() == small);
+}
+
 } // TEST_SUITE
