@@ -200,50 +200,61 @@ TEST_CASE("shutdown from inside a callback ends run(); destroy there is refused"
     CHECK(dhtc_crawler_destroy(x.c) == DHTC_OK);
 }
 
+// A host whose first store fails: the first torrent is answered RETRY, every later one
+// ACCEPT. It records outcomes, retry states and error messages.
+struct retrying_host {
+    std::mutex m;
+    std::vector<std::string> outcomes, states, errors;
+    int torrents = 0;
+
+    template <class Member>
+    static void keep(const char* json, void* u, Member list, const char* field) {
+        auto* h = static_cast<retrying_host*>(u);
+        std::lock_guard l(h->m);
+        (h->*list).push_back(nlohmann::json::parse(json).at(field));
+    }
+    void attach(dhtc_crawler* c) {
+        dhtc_crawler_set_torrent_ack_callback(
+            c,
+            [](const char*, const unsigned char*, size_t, void* u) {
+                auto* h = static_cast<retrying_host*>(u);
+                std::lock_guard l(h->m);
+                return ++h->torrents == 1 ? int{DHTC_ANSWER_RETRY} : int{DHTC_ANSWER_ACCEPT};
+            },
+            this);
+        dhtc_crawler_set_completion_callback(
+            c, [](const char* j, void* u) { keep(j, u, &retrying_host::outcomes, "outcome"); }, this);
+        dhtc_crawler_set_retry_callback(c, [](const char* j, void* u) { keep(j, u, &retrying_host::states, "state"); },
+                                        this);
+        dhtc_crawler_set_error_callback(c, [](const char* j, void* u) { keep(j, u, &retrying_host::errors, "message"); },
+                                        this);
+    }
+    // Waits (bounded) until `done` holds.
+    template <class Pred>
+    void wait_for(Pred done) {
+        for (int i = 0; i < 400; ++i) {
+            {
+                std::lock_guard l(m);
+                if (done()) return;
+            }
+            std::this_thread::sleep_for(25ms);
+        }
+    }
+};
+
 // Regression: a sink that failed made the round a rejection, and the hash was remembered
 // as delivered, so the torrent was lost for good.
 TEST_CASE("a torrent answered RETRY (a sink failed) completes sink_failed and is fetched again at its next announce") {
     dhtc::test::fake_peer peer(fixture("v1_single"));
-    struct ctx {
-        std::mutex m;
-        std::vector<std::string> outcomes, errors;
-        int torrents = 0;
-    } x;
+    retrying_host x;
     dhtc_crawler* c = nullptr;
     REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
-    dhtc_crawler_set_torrent_ack_callback(
-        c,
-        [](const char*, const unsigned char*, size_t, void* u) {
-            auto* s = static_cast<ctx*>(u);
-            std::lock_guard l(s->m);
-            return ++s->torrents == 1 ? int{DHTC_ANSWER_RETRY} : int{DHTC_ANSWER_ACCEPT};
-        },
-        &x);
-    dhtc_crawler_set_completion_callback(
-        c,
-        [](const char* json, void* u) {
-            auto* s = static_cast<ctx*>(u);
-            std::lock_guard l(s->m);
-            s->outcomes.push_back(nlohmann::json::parse(json).at("outcome"));
-        },
-        &x);
-    dhtc_crawler_set_error_callback(
-        c,
-        [](const char* json, void* u) {
-            auto* s = static_cast<ctx*>(u);
-            std::lock_guard l(s->m);
-            s->errors.push_back(nlohmann::json::parse(json).at("message"));
-        },
-        &x);
+    x.attach(c);
     REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
-    const auto outcomes = [&] {
-        std::lock_guard l(x.m);
-        return x.outcomes.size();
-    };
     announcer a;
     for (std::size_t round = 1; round <= 2; ++round) {
         a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
-        for (int i = 0; i < 200 && outcomes() < round; ++i) std::this_thread::sleep_for(25ms);
+        x.wait_for([&] { return x.outcomes.size() >= round; });
     }
     CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
     CHECK(x.torrents == 2);
@@ -259,47 +270,14 @@ TEST_CASE("with a SQLite retry store, a torrent answered RETRY comes back on the
     // One second after the failure, no jitter: the retry comes while the test waits.
     options["retry"] = {{"store", {{"kind", "sqlite"}, {"path", path}}},
                         {"policy", {{"ladder_secs", {1}}, {"jitter_percent", 0}, {"class_percent", {{"sink_failed", 100}}}}}};
-    struct ctx {
-        std::mutex m;
-        std::vector<std::string> outcomes, states;
-        int torrents = 0;
-    } x;
+    retrying_host x;
     dhtc_crawler* c = nullptr;
     REQUIRE(dhtc_crawler_create(options.dump().c_str(), &c) == DHTC_OK);
-    dhtc_crawler_set_torrent_ack_callback(
-        c,
-        [](const char*, const unsigned char*, size_t, void* u) {
-            auto* s = static_cast<ctx*>(u);
-            std::lock_guard l(s->m);
-            return ++s->torrents == 1 ? int{DHTC_ANSWER_RETRY} : int{DHTC_ANSWER_ACCEPT};
-        },
-        &x);
-    dhtc_crawler_set_completion_callback(
-        c,
-        [](const char* json, void* u) {
-            auto* s = static_cast<ctx*>(u);
-            std::lock_guard l(s->m);
-            s->outcomes.push_back(nlohmann::json::parse(json).at("outcome"));
-        },
-        &x);
-    dhtc_crawler_set_retry_callback(
-        c,
-        [](const char* json, void* u) {
-            auto* s = static_cast<ctx*>(u);
-            std::lock_guard l(s->m);
-            s->states.push_back(nlohmann::json::parse(json).at("state"));
-        },
-        &x);
+    x.attach(c);
     REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
     announcer a;
     a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port); // once: the retry needs no announce
-    for (int i = 0; i < 400; ++i) {
-        {
-            std::lock_guard l(x.m);
-            if (x.states.size() >= 2) break;
-        }
-        std::this_thread::sleep_for(25ms);
-    }
+    x.wait_for([&] { return x.states.size() >= 2; });
     CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
     CHECK(x.torrents == 2);
     CHECK(x.outcomes == std::vector<std::string>{"sink_failed", "accepted"});
