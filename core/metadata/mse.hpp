@@ -86,6 +86,20 @@ private:
 /// OpenSSL's RAND_bytes; tests and fuzzers inject a deterministic one.
 using random_source = std::function<void(void* out, std::size_t n)>;
 
+/// A deterministic source (xorshift64) for tests and fuzzers, so every failure reproduces.
+/// Never for real connections.
+inline random_source seeded_random(std::uint64_t seed) {
+    return [state = seed | 1](void* out, std::size_t n) mutable {
+        auto* p = static_cast<unsigned char*>(out);
+        for (std::size_t i = 0; i < n; ++i) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            p[i] = static_cast<unsigned char>(state);
+        }
+    };
+}
+
 enum class status : std::uint8_t { need_more, done, failed };
 
 /// What a finished handshake hands the session: the ciphers (both null after a plaintext

@@ -22,18 +22,6 @@ void require(bool ok) {
     if (!ok) std::abort();
 }
 
-random_source seeded(std::uint64_t seed) {
-    return [state = seed | 1](void* out, std::size_t n) mutable {
-        auto* p = static_cast<unsigned char*>(out);
-        for (std::size_t i = 0; i < n; ++i) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            p[i] = static_cast<unsigned char>(state);
-        }
-    };
-}
-
 id20 skey() {
     id20 id;
     for (std::size_t i = 0; i < id20::size; ++i) id.bytes[i] = static_cast<std::uint8_t>(i * 13 + 1);
@@ -90,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     switch (mode) {
     case 0: {
-        initiator a(skey(), methods, "IA-bytes", seeded(1));
+        initiator a(skey(), methods, "IA-bytes", seeded_random(1));
         require(a.start(out) == status::need_more);
         out.clear();
         const status st = feed_all(a, rest, chunk, out);
@@ -98,14 +86,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
     }
     case 1: {
-        responder b(skey(), methods, prefer_rc4, seeded(2));
+        responder b(skey(), methods, prefer_rc4, seeded_random(2));
         const status st = feed_all(b, rest, chunk, out);
         check_end(b, st, methods);
         break;
     }
     case 2: {
-        initiator a(skey(), methods, "IA", seeded(3));
-        responder b(skey(), 3, prefer_rc4, seeded(4));
+        initiator a(skey(), methods, "IA", seeded_random(3));
+        responder b(skey(), 3, prefer_rc4, seeded_random(4));
         std::string to_b, to_a;
         a.start(to_b);
         b.feed(to_b, to_a); // Yb + PadB
@@ -118,8 +106,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
     }
     default: {
-        initiator a(skey(), methods, "IA", seeded(5));
-        responder b(skey(), 3, prefer_rc4, seeded(6));
+        initiator a(skey(), methods, "IA", seeded_random(5));
+        responder b(skey(), 3, prefer_rc4, seeded_random(6));
         std::string to_b, to_a;
         a.start(to_b);
         std::string to_b2;

@@ -19,19 +19,6 @@ id20 make_id(std::uint8_t seed) {
     return id;
 }
 
-// A deterministic random source (xorshift), so failures reproduce.
-random_source seeded(std::uint64_t seed) {
-    return [state = seed | 1](void* out, std::size_t n) mutable {
-        auto* p = static_cast<unsigned char*>(out);
-        for (std::size_t i = 0; i < n; ++i) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            p[i] = static_cast<unsigned char>(state);
-        }
-    };
-}
-
 struct run_result {
     status a = status::need_more;
     status b = status::need_more;
@@ -95,8 +82,8 @@ TEST_CASE("initiator and responder agree: RC4, IA delivered, payload both ways")
     for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{100}, std::size_t{100000}}) {
         CAPTURE(chunk);
         for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-            initiator a(ih, crypto_rc4 | crypto_plaintext, "HELLO-IA", seeded(seed));
-            responder b(ih, crypto_rc4 | crypto_plaintext, /*prefer_rc4=*/true, seeded(seed * 977));
+            initiator a(ih, crypto_rc4 | crypto_plaintext, "HELLO-IA", seeded_random(seed));
+            responder b(ih, crypto_rc4 | crypto_plaintext, /*prefer_rc4=*/true, seeded_random(seed * 977));
             run_result r = run(a, b, chunk);
             REQUIRE(r.a == status::done);
             REQUIRE(r.b == status::done);
@@ -119,8 +106,8 @@ TEST_CASE("initiator and responder agree: RC4, IA delivered, payload both ways")
 
 TEST_CASE("plaintext select: no ciphers after the handshake") {
     const id20 ih = make_id(4);
-    initiator a(ih, crypto_rc4 | crypto_plaintext, "IA", seeded(11));
-    responder b(ih, crypto_rc4 | crypto_plaintext, /*prefer_rc4=*/false, seeded(12));
+    initiator a(ih, crypto_rc4 | crypto_plaintext, "IA", seeded_random(11));
+    responder b(ih, crypto_rc4 | crypto_plaintext, /*prefer_rc4=*/false, seeded_random(12));
     run_result r = run(a, b, 13);
     REQUIRE(r.a == status::done);
     REQUIRE(r.b == status::done);
@@ -132,8 +119,8 @@ TEST_CASE("plaintext select: no ciphers after the handshake") {
 
 TEST_CASE("payload that arrives with the responder's last handshake bytes is decrypted") {
     const id20 ih = make_id(5);
-    initiator a(ih, crypto_rc4, "", seeded(21));
-    responder b(ih, crypto_rc4, true, seeded(22));
+    initiator a(ih, crypto_rc4, "", seeded_random(21));
+    responder b(ih, crypto_rc4, true, seeded_random(22));
     std::string to_b, to_a;
     REQUIRE(a.start(to_b) == status::need_more);
     REQUIRE(b.feed(to_b, to_a) == status::need_more);
@@ -151,16 +138,16 @@ TEST_CASE("payload that arrives with the responder's last handshake bytes is dec
 
 TEST_CASE("the responder refuses another torrent; nothing in common; plaintext-only initiator") {
     SUBCASE("unknown skey") {
-        initiator a(make_id(1), crypto_rc4, "", seeded(1));
-        responder b(make_id(2), crypto_rc4, true, seeded(2));
+        initiator a(make_id(1), crypto_rc4, "", seeded_random(1));
+        responder b(make_id(2), crypto_rc4, true, seeded_random(2));
         run_result r = run(a, b, 50);
         CHECK(r.b == status::failed);
         CHECK(r.eb == mse_error::unknown_skey);
         CHECK(r.a != status::done);
     }
     SUBCASE("no common method") {
-        initiator a(make_id(1), crypto_plaintext, "", seeded(1));
-        responder b(make_id(1), crypto_rc4, true, seeded(2));
+        initiator a(make_id(1), crypto_plaintext, "", seeded_random(1));
+        responder b(make_id(1), crypto_rc4, true, seeded_random(2));
         run_result r = run(a, b, 50);
         CHECK(r.eb == mse_error::no_common_method);
     }
@@ -170,7 +157,7 @@ TEST_CASE("initiator: a bad public key, a VC past the window, a select it did no
     const id20 ih = make_id(9);
     SUBCASE("key 0, 1, P-1 and all-ones are refused") {
         for (int which = 0; which < 3; ++which) {
-            initiator a(ih, crypto_rc4, "", seeded(5));
+            initiator a(ih, crypto_rc4, "", seeded_random(5));
             std::string out;
             REQUIRE(a.start(out) == status::need_more);
             std::string y(key_size, '\0');
@@ -182,8 +169,8 @@ TEST_CASE("initiator: a bad public key, a VC past the window, a select it did no
     }
     SUBCASE("no VC within PadB (512) + 8 bytes") {
         // A genuine responder key, then 600 bytes of junk in place of the encrypted VC.
-        initiator a(ih, crypto_rc4, "", seeded(6));
-        responder b(ih, crypto_rc4, true, seeded(7));
+        initiator a(ih, crypto_rc4, "", seeded_random(6));
+        responder b(ih, crypto_rc4, true, seeded_random(7));
         std::string to_b, to_a;
         a.start(to_b);
         b.feed(to_b, to_a);
@@ -199,8 +186,8 @@ TEST_CASE("initiator: a bad public key, a VC past the window, a select it did no
         // Drive a responder that offers only plaintext to a RC4-only initiator by hand: the
         // responder refuses (no common method); and a genuine RC4 responder with an
         // initiator expecting plaintext only fails the same way on its side.
-        initiator a(ih, crypto_plaintext, "", seeded(8));
-        responder b(ih, crypto_rc4 | crypto_plaintext, true, seeded(9));
+        initiator a(ih, crypto_plaintext, "", seeded_random(8));
+        responder b(ih, crypto_rc4 | crypto_plaintext, true, seeded_random(9));
         run_result r = run(a, b, 1000);
         REQUIRE(r.b == status::done);
         CHECK(r.ob.selected == crypto_plaintext);
@@ -211,8 +198,8 @@ TEST_CASE("initiator: a bad public key, a VC past the window, a select it did no
 TEST_CASE("responder: req1 past PadA's window, a padding length over 512") {
     const id20 ih = make_id(10);
     SUBCASE("no req1 within 512 + 20 bytes after Ya") {
-        responder b(ih, crypto_rc4, true, seeded(1));
-        initiator a(ih, crypto_rc4, "", seeded(2));
+        responder b(ih, crypto_rc4, true, seeded_random(1));
+        initiator a(ih, crypto_rc4, "", seeded_random(2));
         std::string ya, out;
         a.start(ya);
         CHECK(b.feed(ya.substr(0, key_size), out) == status::need_more);
@@ -224,8 +211,8 @@ TEST_CASE("responder: req1 past PadA's window, a padding length over 512") {
 
 TEST_CASE("a peer that never stops sending padding is cut off within the bound") {
     const id20 ih = make_id(12);
-    initiator a(ih, crypto_rc4, "", seeded(3));
-    responder b(ih, crypto_rc4, true, seeded(4));
+    initiator a(ih, crypto_rc4, "", seeded_random(3));
+    responder b(ih, crypto_rc4, true, seeded_random(4));
     std::string to_b, to_a;
     a.start(to_b);
     b.feed(to_b, to_a);
