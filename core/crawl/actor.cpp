@@ -22,6 +22,8 @@ constexpr std::size_t purge_per_turn = 512;
 constexpr std::size_t max_busy_in_a_row = 64;
 // A node that sampled nothing new is asked again after this many of its intervals.
 constexpr int stale_sample_backoff = 4;
+// A sample query its node's destination budget held back is tried again after this.
+constexpr auto sample_deferral = std::chrono::seconds(2);
 
 recent_probes_options probe_options(const crawl_options& o) {
     recent_probes_options r;
@@ -35,8 +37,8 @@ recent_probes_options probe_options(const crawl_options& o) {
 } // namespace
 
 actor::actor(const crawl_options& o, const clock& c, transport& out, const address_policy& policy,
-             crawl_sink& sink, const id20& own_id, std::uint64_t seed)
-    : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), own_id_(own_id), rng_(seed),
+             crawl_sink& sink, source_table& sources, const id20& own_id, std::uint64_t seed)
+    : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), sources_(sources), own_id_(own_id), rng_(seed),
       replies_(o.scheduler.priority_event_channel_capacity),
       discoveries_(o.scheduler.discovery_event_channel_capacity),
       lookup_requests_(o.bep51.lookup_queue_capacity),
@@ -49,7 +51,9 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
       query_rate_(c, o.rate_limit.max_find_node_rate_per_sec, o.rate_limit.burst),
       new_destinations_(token_bucket::per_minute(c, o.rate_limit.max_new_destinations_per_minute)),
       sample_rate_(c, o.bep51.max_sample_rate_per_sec, std::max(1.0, o.bep51.max_sample_rate_per_sec)),
-      lookup_rate_(c, o.bep51.max_lookup_rate_per_sec, std::max(1.0, o.bep51.max_lookup_rate_per_sec)) {
+      lookup_rate_(c, o.bep51.max_lookup_rate_per_sec, std::max(1.0, o.bep51.max_lookup_rate_per_sec)),
+      querier_rate_(c, o.pool.max_querier_admissions_per_sec, std::max(1.0, o.pool.max_querier_admissions_per_sec)),
+      querier_cap_(pool_.capacity() * std::min(o.pool.max_querier_percent, 100u) / 100) {
     reply_batch_.reserve(o.scheduler.event_batch_limit);
     discovery_batch_.reserve(o.scheduler.event_batch_limit);
     bootstrap_.resize(o.bootstrap.sources.size());
@@ -79,7 +83,8 @@ void actor::turn() {
 
     discovery_batch_.clear();
     discoveries_.pop_batch(discovery_batch_, options_.scheduler.event_batch_limit);
-    for (const auto& n : discovery_batch_) admit(n, now);
+    querier_subnets_.clear();
+    for (const auto& n : discovery_batch_) admit_querier(n, now);
 
     lookup_batch_.clear();
     lookup_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
@@ -90,6 +95,7 @@ void actor::turn() {
                          [&](const pending_query& q) {
                              bump(stats_.timeouts);
                              subnets_.release(q.to);
+                             sources_.on_silence(q.to.address, now);
                              handle_failure(q);
                          });
     recent_.purge(now, purge_per_turn);
@@ -120,6 +126,9 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
     }
     if (msg_.type == krpc::message_type::error) {
         bump(stats_.reply_errors);
+        // 201 is BEP-5's "generic error", which libtorrent and others send as "too many
+        // requests": whatever it says, an IP that sends it gets fewer of our packets.
+        if (msg_.err.code == krpc::error_generic) sources_.on_rate_limited(r.from.address, now);
         // A node that answers with an error is alive: for bootstrap that is a success.
         if (q->kind == query_kind::bootstrap && q->context < bootstrap_.size()) {
             auto& src = bootstrap_[q->context];
@@ -136,6 +145,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         return;
     }
     bump(stats_.replies);
+    sources_.on_answered(r.from.address, now);
     const krpc::node_entry responder{msg_.id, r.from};
     ring_.insert(msg_.id, r.from, now, msg_.read_only);
 
@@ -220,7 +230,25 @@ void actor::handle_failure(const pending_query& q) {
     }
 }
 
-void actor::admit(const krpc::node_entry& e, time_point now) {
+// A node that queried us is a crawl candidate too, but anyone can send queries from any
+// number of addresses: such nodes enter the pool at a bounded rate, one per subnet per turn,
+// and never hold more than their share of it.
+void actor::admit_querier(const krpc::node_entry& e, time_point now) {
+    if (pool_.querier_count() >= querier_cap_) {
+        bump(stats_.querier_share_full);
+        return;
+    }
+    const subnet_key subnet = subnet_of(canonical(e.ep.address));
+    if (std::find(querier_subnets_.begin(), querier_subnets_.end(), subnet) != querier_subnets_.end() ||
+        !querier_rate_.try_acquire_above(1, 0, now)) {
+        bump(stats_.querier_over_rate);
+        return;
+    }
+    querier_subnets_.push_back(subnet);
+    admit(e, now, node_pool::origin::query);
+}
+
+void actor::admit(const krpc::node_entry& e, time_point now, node_pool::origin from) {
     // protocol.md d.15: an all-zero id is nobody's; our own id is us or an impostor.
     if (e.id.is_zero() || e.id == own_id_) {
         bump(stats_.skipped_zero_id);
@@ -230,7 +258,7 @@ void actor::admit(const krpc::node_entry& e, time_point now) {
         bump(stats_.skipped_recent);
         return;
     }
-    switch (pool_.push(e)) {
+    switch (pool_.push(e, from)) {
     case push_result::accepted: bump(stats_.pool_accepted); break;
     case push_result::replaced_oldest: bump(stats_.pool_replaced); break;
     case push_result::duplicate: bump(stats_.pool_duplicate); break;
@@ -332,8 +360,12 @@ void actor::send_queries(time_point now) {
             }
         }
         if (auto q = lookups_.next()) {
-            if (send_query(query_kind::get_peers, q->to, q->target, q->slot, now) != send_result::sent)
+            const auto result = send_query(query_kind::get_peers, q->to, q->target, q->slot, now);
+            if (result == send_result::deferred) {
+                lookups_.on_deferred(q->slot, q->to.ep);
+            } else if (result != send_result::sent) {
                 lookups_.on_failure(q->slot, q->to.ep);
+            }
             continue;
         }
         // 2. BEP-51 samples from responsive nodes whose interval has passed.
@@ -343,7 +375,10 @@ void actor::send_queries(time_point now) {
             sample_scheduled_.erase(s.node.ep);
             if (ring_.contains(s.node.ep, now)) {
                 sample_rate_.try_acquire();
-                if (send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now) != send_result::sent)
+                const auto result = send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now);
+                if (result == send_result::deferred)
+                    schedule_sample(s.node, now + sample_deferral);
+                else if (result != send_result::sent)
                     schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs));
             }
             continue;
@@ -374,6 +409,10 @@ void actor::send_queries(time_point now) {
             new_destinations_.try_acquire();
         } else if (result == send_result::refused) {
             pool_.push(*node);
+        } else if (result == send_result::deferred) {
+            // Its IP has had its share for now: back of the line, like a busy subnet.
+            pool_.push(*node);
+            if (++busy_in_a_row == max_busy_in_a_row) return;
         }
     }
 }
@@ -388,6 +427,20 @@ actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to
     case subnet_acquire::ok: break;
     case subnet_acquire::subnet_full: bump(stats_.refused_subnet); return send_result::refused;
     case subnet_acquire::total_full: bump(stats_.refused_in_flight); return send_result::no_rate;
+    }
+    // Every datagram to one IP counts, answers too (the node draws on the same table).
+    switch (sources_.try_query(to.ep.address, now)) {
+    case send_verdict::ok: break;
+    case send_verdict::backed_off:
+        subnets_.release(to.ep);
+        bump(stats_.skipped_backoff);
+        return send_result::backed_off;
+    case send_verdict::over_budget:
+    case send_verdict::over_answer_budget:
+    case send_verdict::table_full:
+        subnets_.release(to.ep);
+        bump(stats_.deferred_destination);
+        return send_result::deferred;
     }
     // A get_peers reply must name the hash looked up, not the node asked (handle_reply).
     const auto t = transactions_.open(
@@ -446,6 +499,7 @@ id20 actor::sender_id_for(const id20& node_id) const {
 void actor::publish_stats() {
     set(stats_.pool_size, pool_.size());
     set(stats_.responsive_size, ring_.size());
+    set(stats_.pool_querier_size, pool_.querier_count());
     set(stats_.in_flight, transactions_.in_flight());
     set(stats_.lookups_dropped, lookups_.dropped());
     set(stats_.discoveries_dropped, discoveries_.dropped());

@@ -20,6 +20,7 @@
 #include "crawl/rate_limiter.hpp"
 #include "crawl/recent_probes.hpp"
 #include "crawl/responsive_ring.hpp"
+#include "crawl/source_table.hpp"
 #include "crawl/subnet_counter.hpp"
 #include "crawl/transactions.hpp"
 #include "dht/node.hpp"
@@ -54,6 +55,11 @@ struct crawl_stats {
     std::atomic<std::uint64_t> refused_subnet{0};
     std::atomic<std::uint64_t> refused_in_flight{0};
     std::atomic<std::uint64_t> refused_policy{0};    ///< destinations refused by the address policy
+    std::atomic<std::uint64_t> deferred_destination{0}; ///< queries held back by the per-destination budget
+    std::atomic<std::uint64_t> skipped_backoff{0};   ///< queries not sent: the IP sent error 201 or went silent
+    std::atomic<std::uint64_t> pool_querier_size{0}; ///< pooled nodes learned only from their queries
+    std::atomic<std::uint64_t> querier_share_full{0}; ///< queriers not pooled: their share is full
+    std::atomic<std::uint64_t> querier_over_rate{0};  ///< queriers not pooled: admission rate or subnet turn
     std::atomic<std::uint64_t> skipped_recent{0};    ///< nodes not queued again: probed recently
     std::atomic<std::uint64_t> skipped_zero_id{0};
     std::atomic<std::uint64_t> pool_accepted{0};
@@ -76,8 +82,9 @@ struct crawl_stats {
 
 class actor {
 public:
+    /// `sources` is shared with the answering node (dht_service owns it).
     actor(const crawl_options& o, const clock& c, transport& out, const address_policy& policy, crawl_sink& sink,
-          const id20& own_id, std::uint64_t seed);
+          source_table& sources, const id20& own_id, std::uint64_t seed);
 
     /// Fed by the node: replies to our queries.
     bounded_queue<dht::inbound_reply>& replies() noexcept { return replies_; }
@@ -120,11 +127,18 @@ private:
         krpc::node_entry node;
         bool operator>(const scheduled_sample& o) const noexcept { return due > o.due; }
     };
-    enum class send_result : std::uint8_t { sent, no_rate, refused };
+    enum class send_result : std::uint8_t {
+        sent,
+        no_rate,    ///< a global cap (in flight, budget): nothing more this turn
+        refused,    ///< this destination, now (policy, busy subnet)
+        deferred,   ///< this destination's own budget is spent: later
+        backed_off, ///< this destination sent error 201 or went silent: not for a while
+    };
 
     void handle_reply(const dht::inbound_reply& r, time_point now);
     void handle_failure(const pending_query& q);
-    void admit(const krpc::node_entry& e, time_point now);
+    void admit(const krpc::node_entry& e, time_point now, node_pool::origin from = node_pool::origin::answer);
+    void admit_querier(const krpc::node_entry& e, time_point now);
     void schedule_sample(const krpc::node_entry& n, time_point due);
     void maybe_bootstrap(time_point now);
     void maybe_publish(time_point now);
@@ -140,6 +154,7 @@ private:
     transport& out_;
     const address_policy& policy_;
     crawl_sink& sink_;
+    source_table& sources_;
     id20 own_id_;
     std::mt19937_64 rng_;
 
@@ -160,6 +175,9 @@ private:
     token_bucket new_destinations_;
     token_bucket sample_rate_;
     token_bucket lookup_rate_;
+    token_bucket querier_rate_;
+    std::size_t querier_cap_;
+    std::vector<subnet_key> querier_subnets_; // admitted this turn: one per subnet
 
     std::priority_queue<scheduled_sample, std::vector<scheduled_sample>, std::greater<>> samples_due_;
     std::unordered_set<endpoint, endpoint_hash> sample_scheduled_;

@@ -134,6 +134,17 @@ void lookups::on_failure(std::uint32_t slot, const endpoint& from) {
     finish_if_done(l);
 }
 
+void lookups::on_deferred(std::uint32_t slot, const endpoint& from) {
+    if (slot >= slots_.size() || !slots_[slot].active) return;
+    lookup& l = slots_[slot];
+    if (candidate* c = find(l, from); c && c->st == state::queried) {
+        c->st = state::failed;
+        --l.in_flight;
+        --l.sent;
+    }
+    finish_if_done(l);
+}
+
 void lookups::finish_if_done(lookup& l) {
     if (l.in_flight > 0) return;
     const bool budget_spent = l.sent >= options_.queries_per_lookup;

@@ -51,6 +51,11 @@ public:
     void on_reply(std::uint32_t slot, const endpoint& from, const krpc::compact_nodes& nodes, std::size_t peers_found);
     /// The candidate at `from` timed out, erred or was never sent to.
     void on_failure(std::uint32_t slot, const endpoint& from);
+    /// The query next() gave for `from` was not sent: its destination's budget is spent. The
+    /// candidate is skipped (waiting for it could stall the lookup for good: a node that
+    /// queries us hard spends its budget on our answers), and the query does not count
+    /// against the lookup's queries_per_lookup.
+    void on_deferred(std::uint32_t slot, const endpoint& from);
 
     std::size_t active() const noexcept { return active_; }
     std::size_t queued() const noexcept { return queue_.size(); }

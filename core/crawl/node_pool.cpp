@@ -115,7 +115,7 @@ bool node_pool::contains(const endpoint& ep) const {
     return find(c.address, c.port, hash_of(c.address, c.port)) != detail::slot_index::npos;
 }
 
-push_result node_pool::push(const id20& id, const endpoint& ep) {
+push_result node_pool::push(const id20& id, const endpoint& ep, origin from) {
     const auto done = [this](push_result r) {
         ++results_[static_cast<std::size_t>(r)];
         return r;
@@ -178,6 +178,8 @@ push_result node_pool::push(const id20& id, const endpoint& ep) {
     if (v6) order_[gpos >> 6] |= bit;
     else order_[gpos >> 6] &= ~bit;
     ++size_;
+    if (from == origin::query) querier_positions_.push_back(pushed_);
+    ++pushed_;
     return done(result);
 }
 
@@ -198,6 +200,8 @@ pool_node node_pool::remove_oldest() noexcept {
     index_.erase(hash_of(n.ep.address, n.ep.port), value, [this](std::uint32_t w) { return hash_of_value(w); });
     order_head_ = order_head_ + 1 == cur_ ? 0 : order_head_ + 1;
     --size_;
+    ++removed_;
+    if (!querier_positions_.empty() && querier_positions_.front() < removed_) querier_positions_.pop_front();
     return n;
 }
 
@@ -213,11 +217,14 @@ void node_pool::clear() noexcept {
     v6_.head = v6_.count = 0;
     order_head_ = 0;
     size_ = 0;
+    querier_positions_.clear();
+    removed_ = pushed_;
 }
 
 std::size_t node_pool::memory_bytes() const noexcept {
     return sizeof(*this) + std::size_t{v4_.cap} * sizeof(entry<4>) + std::size_t{v6_.cap} * sizeof(entry<16>) +
-           order_words_ * sizeof(std::uint64_t) + index_.memory_bytes();
+           order_words_ * sizeof(std::uint64_t) + index_.memory_bytes() +
+           querier_positions_.size() * sizeof(std::uint64_t);
 }
 
 } // namespace dhtc::crawl

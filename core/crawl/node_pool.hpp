@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 
@@ -61,9 +62,13 @@ public:
 
     node_pool(const clock& c, const address_policy& policy, node_pool_options options = {});
 
+    /// Where a node was learned: named in an answer to our query, or only from its own query
+    /// to us (a flood of queriers must not fill the pool; see querier_count()).
+    enum class origin : std::uint8_t { answer, query };
+
     /// Offers a node (its endpoint made canonical first). See push_result.
-    push_result push(const id20& id, const endpoint& ep);
-    push_result push(const pool_node& n) { return push(n.id, n.ep); }
+    push_result push(const id20& id, const endpoint& ep, origin from = origin::answer);
+    push_result push(const pool_node& n, origin from = origin::answer) { return push(n.id, n.ep, from); }
     /// The oldest node, removed; nothing when empty.
     std::optional<pool_node> pop();
     /// True when `ep` (canonical form) is waiting in the pool.
@@ -84,6 +89,8 @@ public:
     /// Bogon refusals by policy verdict (verdict ok is always 0).
     std::uint64_t bogon_count(admission_verdict v) const noexcept { return bogons_[static_cast<std::size_t>(v)]; }
     std::uint64_t popped() const noexcept { return popped_; }
+    /// Nodes waiting that were pushed with origin::query.
+    std::size_t querier_count() const noexcept { return querier_positions_.size(); }
 
     /// Bytes this pool holds: the object, both rings, the order bits and the index.
     std::size_t memory_bytes() const noexcept;
@@ -134,6 +141,12 @@ private:
     std::array<std::uint64_t, push_result_count> results_{};
     std::array<std::uint64_t, admission_verdict_count> bogons_{};
     std::uint64_t popped_ = 0;
+    // The pool is strict FIFO, so a node's push sequence number tells whether it is still
+    // waiting: those of origin::query nodes, oldest first, with every number below removed_
+    // gone. Costs 8 bytes per waiting querier, none for the rest.
+    std::deque<std::uint64_t> querier_positions_;
+    std::uint64_t pushed_ = 0;
+    std::uint64_t removed_ = 0;
 };
 
 } // namespace dhtc::crawl

@@ -19,6 +19,15 @@ struct rate_limit_options {
     double max_response_rate_per_sec = 500;
     double max_response_bytes_per_sec = 1'048'576;
     double max_response_rate_per_source = 40;
+    /// Share of the two answer budgets above kept for sources that answered our queries
+    /// within crawl.pool.responsive_ttl_secs: a flood of strangers cannot take it.
+    unsigned trusted_response_percent = 20;
+    /// Every KRPC datagram to one IP (queries and answers): libtorrent ignores an IP for 5
+    /// minutes past 5 packets/s over 10 s. rate x 10 s + burst = 30 in any 10 s.
+    double max_packets_per_destination_per_sec = 2;
+    double destination_burst = 10;
+    /// IPs whose budgets and back-off are tracked (they cost what is used).
+    std::size_t tracked_sources = 16'384;
     unsigned metadata_pressure_floor_percent = 25;
     std::size_t max_in_flight_per_subnet = 8;
 };
@@ -29,6 +38,11 @@ struct pool_options {
     std::size_t responsive_capacity = 16'384;
     unsigned responsive_ttl_secs = 900;
     std::size_t low_watermark = 10'000;
+    /// Nodes learned only from their queries to us may hold at most this share of the pool,
+    /// and enter it at most this fast (and one per /24 or /64 per turn): a flood of queriers
+    /// cannot fill the pool.
+    unsigned max_querier_percent = 10;
+    double max_querier_admissions_per_sec = 50;
 };
 
 struct bootstrap_options {

@@ -1,6 +1,6 @@
 // Rate budgets of the crawl actor: query QPS, new destinations and node replacements per
-// minute, reply packets and bytes (with a share kept for ping/get_peers answers), replies
-// per source. All run on a `clock`, so tests step time by hand.
+// minute, reply packets and bytes (with a share kept for ping/get_peers answers). Per-IP
+// budgets live in source_table. All run on a `clock`, so tests step time by hand.
 //
 // Thread rules: none of these classes is synchronised; each belongs to one owner (the crawl
 // actor, or one receive worker).
@@ -9,9 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
-#include "util/slot_index.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
 #include "util/relaxed_counter.hpp"
@@ -104,62 +102,5 @@ private:
 /// 0..100; capacity 0 counts as full pressure. Pure: multiply the configured rate by it
 /// and pass the result to token_bucket::set_rate().
 double pressure_factor(std::size_t depth, std::size_t capacity, unsigned floor_percent = 25) noexcept;
-
-struct per_source_options {
-    double rate_per_second = 40; ///< crawl.rate_limit.max_response_rate_per_source
-    double burst = 40;
-    std::size_t capacity = 8192; ///< sources tracked; 1..2^24-1
-    std::uint64_t hash_seed = 0; ///< 0: random (tests pass a fixed one)
-};
-
-/// One token bucket per source IP in a bounded table. When full, the least recently used
-/// source is evicted. A source idle for burst/rate seconds has a full bucket, which is what
-/// a new entry starts with, so evicting it loses nothing; evicting a busier one forgives
-/// part of its debt, and is counted apart (lossy_evictions) so the capacity can be tuned.
-class per_source_limiter {
-public:
-    per_source_limiter(const clock& c, per_source_options options);
-
-    /// Takes `n` tokens from `source`'s bucket (its canonical address: a v4-mapped IPv6
-    /// source shares the IPv4 bucket).
-    bool try_acquire(const ip_address& source, double n = 1) { return try_acquire(source, n, clock_->now()); }
-    /// The same at an instant the caller read from this limiter's clock.
-    bool try_acquire(const ip_address& source, double n, time_point now);
-
-    std::size_t size() const noexcept { return size_; }
-    std::size_t capacity() const noexcept { return capacity_; }
-    std::uint64_t evictions() const noexcept { return evictions_; }
-    std::uint64_t lossy_evictions() const noexcept { return lossy_evictions_; }
-    std::uint64_t refused() const noexcept { return refused_; }
-    std::size_t memory_bytes() const noexcept;
-
-private:
-    struct entry {
-        ip_address address;
-        std::uint32_t prev;
-        std::uint32_t next;
-        double tokens;
-        time_point last;
-    };
-    static constexpr std::uint32_t none = 0xffffffffu;
-
-    void unlink(std::uint32_t i) noexcept;
-    void link_front(std::uint32_t i) noexcept;
-    std::uint64_t hash_of_slot(std::uint32_t i) const noexcept;
-
-    const clock* clock_;
-    double rate_;
-    double burst_;
-    std::size_t capacity_;
-    siphash_key key_;
-    std::unique_ptr<entry[]> slots_;
-    detail::slot_index index_;
-    std::size_t size_ = 0;
-    std::uint32_t mru_ = none;
-    std::uint32_t lru_ = none;
-    relaxed_counter evictions_;
-    relaxed_counter lossy_evictions_;
-    relaxed_counter refused_;
-};
 
 } // namespace dhtc::crawl

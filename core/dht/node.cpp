@@ -1,5 +1,7 @@
 #include "dht/node.hpp"
 
+#include <algorithm>
+
 #include "krpc/query_fast_path.hpp"
 
 namespace dhtc::dht {
@@ -14,25 +16,47 @@ crawl::traffic_class class_of(krpc::method m) noexcept {
 }
 } // namespace
 
-response_budget::response_budget(const clock& c, const crawl::rate_limit_options& o)
-    : clock_(c),
-      per_source_(c, crawl::per_source_options{o.max_response_rate_per_source, o.max_response_rate_per_source, 8192, 0}),
-      packets_(c, o.max_response_rate_per_sec, o.max_response_rate_per_sec, 10),
-      bytes_(c, o.max_response_bytes_per_sec, o.max_response_bytes_per_sec, 10) {}
+namespace {
+crawl::reserved_share_bucket share_of(const clock& c, double total, unsigned percent) {
+    const double rate = total * percent / 100.0;
+    return crawl::reserved_share_bucket(c, rate, rate, 10);
+}
+} // namespace
+
+response_budget::response_budget(const clock& c, const crawl::rate_limit_options& o, crawl::source_table& sources)
+    : clock_(c), sources_(sources),
+      shared_{share_of(c, o.max_response_rate_per_sec, 100 - std::min(o.trusted_response_percent, 100u)),
+              share_of(c, o.max_response_bytes_per_sec, 100 - std::min(o.trusted_response_percent, 100u))},
+      trusted_{share_of(c, o.max_response_rate_per_sec, std::min(o.trusted_response_percent, 100u)),
+               share_of(c, o.max_response_bytes_per_sec, std::min(o.trusted_response_percent, 100u))} {}
 
 bool response_budget::allow(const ip_address& to, krpc::method m, std::size_t bytes) {
     const auto cls = class_of(m);
-    const time_point now = clock_.now(); // one read for all three budgets
-    return per_source_.try_acquire(to, 1, now) && packets_.try_acquire(1, cls, now) &&
-           bytes_.try_acquire(static_cast<double>(bytes), cls, now);
+    const time_point now = clock_.now(); // one read for every budget
+    // The per-source and per-destination checks come first and take nothing: one flooding
+    // IP must not drain the global budgets with answers its own budget then refuses.
+    const auto check = sources_.check_answer(to, now);
+    if (check.verdict != crawl::send_verdict::ok) return false;
+    if (!shared_.take(bytes, cls, now)) {
+        if (!check.trusted || !trusted_.take(bytes, cls, now)) return false;
+        ++trusted_reserve_used_;
+    }
+    sources_.commit_answer(check);
+    return true;
 }
 
 std::uint64_t response_budget::refused_packets() const noexcept {
-    return packets_.refused(crawl::traffic_class::normal) + packets_.refused(crawl::traffic_class::priority);
+    std::uint64_t n = 0;
+    for (const auto* b : {&shared_.packets, &trusted_.packets})
+        n += b->refused(crawl::traffic_class::normal) + b->refused(crawl::traffic_class::priority);
+    return n;
 }
 
 std::uint64_t response_budget::refused_bytes() const noexcept {
-    return bytes_.refused(crawl::traffic_class::normal) + bytes_.refused(crawl::traffic_class::priority);
+    std::uint64_t n = 0;
+    for (const auto* b : {&shared_.bytes, &trusted_.bytes})
+        n += b->refused(crawl::traffic_class::normal) + b->refused(crawl::traffic_class::priority);
+    return n;
 }
 
 node::node(responder& r, response_budget& budget, transport& out, bounded_queue<inbound_reply>& replies,

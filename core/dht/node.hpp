@@ -11,6 +11,7 @@
 #include "bencode/decoder.hpp"
 #include "crawl/options.hpp"
 #include "crawl/rate_limiter.hpp"
+#include "crawl/source_table.hpp"
 #include "dht/responder.hpp"
 #include "krpc/message.hpp"
 #include "net/transport.hpp"
@@ -24,23 +25,38 @@ struct inbound_reply {
     std::string bytes;
 };
 
-/// The reply budgets of the seed's crawl.rate_limit table: packets and bytes per second (10%
-/// kept for ping and get_peers answers) and packets per source per second.
+/// The reply budgets: packets and bytes per second in total (the seed's crawl.rate_limit
+/// table, 10% of it kept for ping and get_peers answers), per source and per destination (the
+/// shared source table). A share of the total (trusted_response_percent) is kept for sources
+/// that answered our own queries lately, so a flood of strangers cannot starve them.
 class response_budget {
 public:
-    response_budget(const clock& c, const crawl::rate_limit_options& o);
+    response_budget(const clock& c, const crawl::rate_limit_options& o, crawl::source_table& sources);
     /// Takes the budget for one reply of `bytes` to `to`; false when any budget refuses.
     bool allow(const ip_address& to, krpc::method m, std::size_t bytes);
 
-    std::uint64_t refused_source() const noexcept { return per_source_.refused(); }
+    std::uint64_t refused_source() const noexcept { return sources_.stats().refused_answer_source; }
+    std::uint64_t refused_destination() const noexcept { return sources_.stats().refused_answer_destination; }
     std::uint64_t refused_packets() const noexcept;
     std::uint64_t refused_bytes() const noexcept;
+    /// Answers to trusted sources that only the reserved share could pay for.
+    std::uint64_t trusted_reserve_used() const noexcept { return trusted_reserve_used_; }
 
 private:
+    // Packets and bytes drawn together: an answer needs both.
+    struct pair_budget {
+        crawl::reserved_share_bucket packets;
+        crawl::reserved_share_bucket bytes;
+        bool take(std::size_t n, crawl::traffic_class cls, time_point now) noexcept {
+            return packets.try_acquire(1, cls, now) && bytes.try_acquire(static_cast<double>(n), cls, now);
+        }
+    };
+
     const clock& clock_;
-    crawl::per_source_limiter per_source_;
-    crawl::reserved_share_bucket packets_;
-    crawl::reserved_share_bucket bytes_;
+    crawl::source_table& sources_;
+    pair_budget shared_;  ///< what anyone may use
+    pair_budget trusted_; ///< only for trusted sources, once shared_ refuses them
+    relaxed_counter trusted_reserve_used_;
 };
 
 struct node_counters {

@@ -26,6 +26,7 @@ void responder::collect_nodes(const id20& target, const krpc::message& q, const 
     const bool v6_query = from.address.is_v6();
     const bool want4 = q.query.has_want ? krpc::has(q.query.wants, krpc::want::n4) : !v6_query;
     const bool want6 = q.query.has_want ? krpc::has(q.query.wants, krpc::want::n6) : v6_query;
+    want6_ = want6;
     if (want4) {
         const auto n = nodes_source_.closest(target, krpc::ip_family::v4, scratch_);
         krpc::append_compact_nodes(nodes_, std::span(scratch_.data(), n), krpc::ip_family::v4);
@@ -53,7 +54,7 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
     case krpc::method::find_node:
         bump(counters_.find_node);
         collect_nodes(q.query.target, q, from);
-        return replies_.find_node(out, q.transaction, from, nodes_, nodes6_);
+        return replies_.find_node(out, q.transaction, from, nodes_, nodes6_, want6_);
     case krpc::method::get_peers: {
         bump(counters_.get_peers);
         if (is_bootstrap_lookup(q.query.info_hash, q.id)) {
@@ -64,7 +65,7 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
         collect_nodes(q.query.info_hash, q, from);
         const auto token = tokens_.make(from.address);
         return replies_.get_peers(out, q.transaction, from, std::string_view(token.data(), token.size()), nodes_,
-                                  nodes6_);
+                                  nodes6_, want6_);
     }
     case krpc::method::announce_peer:
         return announce(q, from, out);
@@ -74,7 +75,7 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
         const auto samples = samples_.samples(clock_.now());
         return krpc::encode_sample_infohashes_response(out, header(q, from), samples_.interval().count(),
                                                        static_cast<std::int64_t>(samples_.size()), samples, nodes_,
-                                                       nodes6_);
+                                                       nodes6_, want6_);
     }
     case krpc::method::unknown:
         // Forward compatibility (libtorrent does the same): a query naming a target is
@@ -82,7 +83,7 @@ bool responder::answer(const krpc::message& q, const endpoint& from, std::string
         if (q.query.has_target || q.query.has_info_hash) {
             bump(counters_.unknown_answered);
             collect_nodes(q.query.has_target ? q.query.target : q.query.info_hash, q, from);
-            return replies_.find_node(out, q.transaction, from, nodes_, nodes6_);
+            return replies_.find_node(out, q.transaction, from, nodes_, nodes6_, want6_);
         }
         bump(counters_.unknown_refused);
         return krpc::encode_error(out, q.transaction, krpc::error_method_unknown, "Method Unknown", from, version_);

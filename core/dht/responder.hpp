@@ -81,7 +81,7 @@ public:
 
 private:
     krpc::reply_header header(const krpc::message& q, const endpoint& from) const noexcept;
-    /// Fills nodes_/nodes6_ with the compact nodes to send for `target`.
+    /// Fills nodes_/nodes6_ with the compact nodes to send for `target`; sets want6_.
     void collect_nodes(const id20& target, const krpc::message& q, const endpoint& from);
     bool announce(const krpc::message& q, const endpoint& from, std::string& out);
 
@@ -99,6 +99,7 @@ private:
     std::array<krpc::node_entry, close_nodes> scratch_{};
     std::string nodes_;
     std::string nodes6_;
+    bool want6_ = false; ///< the last collect_nodes() was asked for IPv6 nodes
 };
 
 /// libtorrent's own bootstrap lookup is a get_peers for its node id with the tail replaced:

@@ -38,6 +38,7 @@ public:
     const dht::response_budget& response_budget() const noexcept { return budget_; }
     /// Announces dropped because the announced peer failed the address policy.
     std::uint64_t announces_refused_by_policy() const noexcept { return router_.refused_peers.load(std::memory_order_relaxed); }
+    const crawl::source_table& sources() const noexcept { return sources_; }
     const crawl::actor& actor() const noexcept { return actor_; }
     crawl::actor& actor() noexcept { return actor_; }
 
@@ -67,6 +68,7 @@ private:
         std::atomic<std::uint64_t> refused_peers{0};
     };
 
+    crawl::source_table sources_; // shared by the node's answers and the actor's queries
     crawl::actor actor_;
     router router_;
     dht::token_manager tokens_;

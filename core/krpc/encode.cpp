@@ -67,9 +67,9 @@ void end_reply(writer& w, const reply_header& h) {
     w.entry("y", std::string_view("r")).end();
 }
 
-void write_nodes(writer& w, std::string_view nodes, std::string_view nodes6) {
-    if (!nodes.empty()) w.entry("nodes", nodes);
-    if (!nodes6.empty()) w.entry("nodes6", nodes6);
+void write_nodes(writer& w, std::string_view nodes, std::string_view nodes6, bool with_nodes6) {
+    w.entry("nodes", nodes);
+    if (with_nodes6 || !nodes6.empty()) w.entry("nodes6", nodes6);
 }
 
 } // namespace
@@ -136,25 +136,25 @@ bool encode_ping_response(std::string& out, const reply_header& h) noexcept {
 }
 
 bool encode_find_node_response(std::string& out, const reply_header& h, std::string_view nodes,
-                               std::string_view nodes6) noexcept {
+                               std::string_view nodes6, bool with_nodes6) noexcept {
     if (!valid_transaction(h.transaction) || !valid_nodes(nodes, ip_family::v4) || !valid_nodes(nodes6, ip_family::v6))
         return false;
     return emit(out, [&](writer& w) {
         begin_reply(w, h);
-        write_nodes(w, nodes, nodes6);
+        write_nodes(w, nodes, nodes6, with_nodes6);
         end_reply(w, h);
     });
 }
 
 bool encode_get_peers_response(std::string& out, const reply_header& h, std::string_view token,
                                std::span<const endpoint> values, std::string_view nodes,
-                               std::string_view nodes6) noexcept {
+                               std::string_view nodes6, bool with_nodes6) noexcept {
     if (!valid_transaction(h.transaction) || token.size() > max_token_size || !valid_nodes(nodes, ip_family::v4) ||
         !valid_nodes(nodes6, ip_family::v6))
         return false;
     return emit(out, [&](writer& w) {
         begin_reply(w, h);
-        write_nodes(w, nodes, nodes6);
+        write_nodes(w, nodes, nodes6, with_nodes6);
         w.entry("token", token);
         if (!values.empty()) {
             w.key("values").begin_list();
@@ -167,7 +167,7 @@ bool encode_get_peers_response(std::string& out, const reply_header& h, std::str
 
 bool encode_sample_infohashes_response(std::string& out, const reply_header& h, std::int64_t interval,
                                        std::int64_t num, std::span<const id20> samples, std::string_view nodes,
-                                       std::string_view nodes6) noexcept {
+                                       std::string_view nodes6, bool with_nodes6) noexcept {
     if (!valid_transaction(h.transaction) || interval < 0 || interval > max_sample_interval || num < 0 ||
         !valid_nodes(nodes, ip_family::v4) || !valid_nodes(nodes6, ip_family::v6))
         return false;
@@ -175,7 +175,7 @@ bool encode_sample_infohashes_response(std::string& out, const reply_header& h, 
     return emit(out, [&](writer& w) {
         begin_reply(w, h);
         w.entry("interval", interval);
-        write_nodes(w, nodes, nodes6);
+        write_nodes(w, nodes, nodes6, with_nodes6);
         w.entry("num", num);
         w.entry("samples", sample_bytes);
         end_reply(w, h);

@@ -62,19 +62,21 @@ inline bool encode_announce_response(std::string& out, const reply_header& h) no
     return encode_ping_response(out, h);
 }
 /// Reply to find_node (and to unknown methods carrying a target). `nodes` / `nodes6` are
-/// compact bytes (append_compact_nodes), multiples of 26 / 38; each is omitted when empty.
+/// compact bytes (append_compact_nodes), multiples of 26 / 38. BEP-5 requires `nodes`, so it
+/// is always written, possibly empty; `nodes6` when not empty or when `with_nodes6` (the
+/// querier asked for it with `want`).
 bool encode_find_node_response(std::string& out, const reply_header& h, std::string_view nodes,
-                               std::string_view nodes6) noexcept;
+                               std::string_view nodes6, bool with_nodes6 = false) noexcept;
 /// Reply to get_peers: the token always, `values` when `values` is not empty (v4 and v6
-/// entries may be mixed), nodes / nodes6 when not empty.
+/// entries may be mixed), nodes and nodes6 as for find_node.
 bool encode_get_peers_response(std::string& out, const reply_header& h, std::string_view token,
                                std::span<const endpoint> values, std::string_view nodes,
-                               std::string_view nodes6) noexcept;
+                               std::string_view nodes6, bool with_nodes6 = false) noexcept;
 /// BEP-51 reply: interval (0..max_sample_interval), num (>= 0), samples (always present,
-/// possibly empty), nodes / nodes6 when not empty.
+/// possibly empty), nodes and nodes6 as for find_node.
 bool encode_sample_infohashes_response(std::string& out, const reply_header& h, std::int64_t interval,
                                        std::int64_t num, std::span<const id20> samples, std::string_view nodes,
-                                       std::string_view nodes6) noexcept;
+                                       std::string_view nodes6, bool with_nodes6 = false) noexcept;
 /// Error message: {e: [code, message]}, with the BEP-42 `ip` when `requester` is set.
 bool encode_error(std::string& out, std::string_view transaction, std::int64_t code, std::string_view message,
                   const std::optional<endpoint>& requester = std::nullopt, std::string_view version = {}) noexcept;

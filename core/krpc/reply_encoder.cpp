@@ -54,9 +54,9 @@ reply_encoder::reply_encoder(const id20& own_id, std::string_view version) {
     tail_ += "1:y1:re";
 }
 
-void reply_encoder::fields::add_nodes(std::string_view nodes, std::string_view nodes6) noexcept {
-    if (!nodes.empty()) add("5:nodes", nodes);
-    if (!nodes6.empty()) add("6:nodes6", nodes6);
+void reply_encoder::fields::add_nodes(std::string_view nodes, std::string_view nodes6, bool with_nodes6) noexcept {
+    add("5:nodes", nodes);
+    if (with_nodes6 || !nodes6.empty()) add("6:nodes6", nodes6);
 }
 
 // The layout of every reply: {ip, r: {id, fields...}, t, v?, y: r}, keys in canonical order.
@@ -94,19 +94,20 @@ bool reply_encoder::ping(std::string& out, std::string_view transaction, const e
 }
 
 bool reply_encoder::find_node(std::string& out, std::string_view transaction, const endpoint& requester,
-                              std::string_view nodes, std::string_view nodes6) const noexcept {
+                              std::string_view nodes, std::string_view nodes6, bool with_nodes6) const noexcept {
     if (!whole_entries(nodes, ip_family::v4) || !whole_entries(nodes6, ip_family::v6)) return false;
     fields body;
-    body.add_nodes(nodes, nodes6);
+    body.add_nodes(nodes, nodes6, with_nodes6);
     return write(out, transaction, requester, body);
 }
 
 bool reply_encoder::get_peers(std::string& out, std::string_view transaction, const endpoint& requester,
-                              std::string_view token, std::string_view nodes, std::string_view nodes6) const noexcept {
+                              std::string_view token, std::string_view nodes, std::string_view nodes6,
+                              bool with_nodes6) const noexcept {
     if (token.size() > max_token_size || !whole_entries(nodes, ip_family::v4) || !whole_entries(nodes6, ip_family::v6))
         return false;
     fields body;
-    body.add_nodes(nodes, nodes6);
+    body.add_nodes(nodes, nodes6, with_nodes6);
     body.add("5:token", token);
     return write(out, transaction, requester, body);
 }

@@ -28,10 +28,11 @@ public:
     bool ping(std::string& out, std::string_view transaction, const endpoint& requester) const noexcept;
     /// encode_find_node_response.
     bool find_node(std::string& out, std::string_view transaction, const endpoint& requester,
-                   std::string_view nodes, std::string_view nodes6) const noexcept;
+                   std::string_view nodes, std::string_view nodes6, bool with_nodes6 = false) const noexcept;
     /// encode_get_peers_response with no `values` (our node stores no peers).
     bool get_peers(std::string& out, std::string_view transaction, const endpoint& requester,
-                   std::string_view token, std::string_view nodes, std::string_view nodes6) const noexcept;
+                   std::string_view token, std::string_view nodes, std::string_view nodes6,
+                   bool with_nodes6 = false) const noexcept;
 
 private:
     /// One entry of `r` after `id`: its key already encoded ("5:nodes"), and its value.
@@ -44,8 +45,8 @@ private:
         std::array<field, 3> items;
         std::size_t count = 0;
         void add(std::string_view encoded_key, std::string_view value) noexcept { items[count++] = {encoded_key, value}; }
-        /// nodes and nodes6 are written only when not empty.
-        void add_nodes(std::string_view nodes, std::string_view nodes6) noexcept;
+        /// nodes always (BEP-5 requires it); nodes6 when not empty or asked for.
+        void add_nodes(std::string_view nodes, std::string_view nodes6, bool with_nodes6) noexcept;
     };
     bool write(std::string& out, std::string_view transaction, const endpoint& requester,
                const fields& body) const noexcept;

@@ -347,6 +347,12 @@ void sim_network::answer(sim_node& n, const datagram& d) {
     default: break;
     }
     if (n.silent) return;
+    if (n.error_code != 0) {
+        std::string err;
+        krpc::encode_error(err, msg_.transaction, n.error_code, "Too Many Requests");
+        schedule(n.ep, d.from, std::move(err), latency() + n.extra_latency);
+        return;
+    }
 
     const krpc::reply_header h{msg_.transaction, n.reply_id.value_or(n.id), d.from, sim_version};
     const bool v6 = d.from.address.is_v6();

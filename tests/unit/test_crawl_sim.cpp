@@ -19,6 +19,7 @@
 #include "engine/dht_service.hpp"
 #include "net/address_policy.hpp"
 #include "net/clock.hpp"
+#include "sim/harness.hpp"
 #include "sim/sim_network.hpp"
 
 using namespace dhtc;
@@ -27,94 +28,7 @@ using sim::kind;
 
 namespace {
 
-endpoint ep(const char* text) { return *endpoint::parse(text); }
-ip_address ip(const char* text) { return *ip_address::parse(text); }
-
-const endpoint us4 = ep("45.1.1.1:6881");
-const endpoint us6 = ep("[2a05::1]:6881");
-
-struct recording_sink final : crawl::crawl_sink {
-    std::vector<crawl::hash_event> hashes;
-    std::vector<crawl::observation> observations;
-    double pressure = 0.0;
-    void on_hash(const crawl::hash_event& e) override { hashes.push_back(e); }
-    void on_observation(const crawl::observation& o) override { observations.push_back(o); }
-    double metadata_pressure() const override { return pressure; }
-};
-
-// One simulated network plus our service. Set `options` (and populate `net`) before start().
-struct harness {
-    manual_clock clock;
-    sim::sim_network net;
-    address_policy policy;
-    recording_sink sink;
-    crawl::crawl_options options;
-    id20 own;
-    std::unique_ptr<engine::dht_service> service;
-    time_point origin;
-
-    explicit harness(sim::network_options no = {}, bool allow_private = false)
-        : net(clock, no), policy(address_policy_options{allow_private}) {
-        options.allow_private_addresses = allow_private;
-        own = net.random_id();
-        policy.add_own_endpoint(us4);
-        policy.add_own_endpoint(us6);
-        origin = clock.now();
-    }
-
-    // One bootstrap source per element (the names are placeholders: endpoints are set here).
-    void start(const std::vector<std::vector<endpoint>>& sources) {
-        options.bootstrap.sources.assign(sources.size(), "sim");
-        service = std::make_unique<engine::dht_service>(options, clock, net, policy, sink, own, "DC01", 7);
-        for (std::size_t i = 0; i < sources.size(); ++i) {
-            service->actor().set_bootstrap_endpoints(i, sources[i]);
-            for (const auto& e : sources[i]) net.mark_bootstrap(e);
-        }
-        net.attach(*service, us4, us6);
-    }
-
-    const crawl::crawl_stats& stats() const { return service->crawl_stats(); }
-    std::uint64_t stat(const std::atomic<std::uint64_t>& c) const { return c.load(std::memory_order_relaxed); }
-    double secs(time_point t) const { return std::chrono::duration<double>(t - origin).count(); }
-};
-
-std::uint64_t get(const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); }
-
-// Largest excess of weighted events (sorted by time) over a token bucket: the max over all
-// intervals [t_i, t_j] of (sum of weights) - rate x (t_j - t_i) - burst. A bucket that
-// starts full and refills at `rate` never lets this go above 0.
-double bucket_excess(const std::vector<std::pair<time_point, double>>& events, double rate, double burst) {
-    if (events.empty()) return -burst;
-    const time_point t0 = events.front().first;
-    double prefix = 0;
-    double best_start = -std::numeric_limits<double>::infinity();
-    double worst = -std::numeric_limits<double>::infinity();
-    for (const auto& [t, w] : events) {
-        const double s = std::chrono::duration<double>(t - t0).count();
-        best_start = std::max(best_start, rate * s - prefix);
-        prefix += w;
-        worst = std::max(worst, prefix - rate * s + best_start - burst);
-    }
-    return worst;
-}
-
-// Most events in any window of `width`.
-std::size_t max_in_window(const std::vector<time_point>& times, duration width) {
-    std::size_t best = 0, lo = 0;
-    for (std::size_t hi = 0; hi < times.size(); ++hi) {
-        while (times[hi] - times[lo] >= width) ++lo;
-        best = std::max(best, hi - lo + 1);
-    }
-    return best;
-}
-
-template <class Pred>
-std::vector<std::pair<time_point, double>> query_events(const sim::sim_network& net, Pred pred) {
-    std::vector<std::pair<time_point, double>> out;
-    for (const auto& q : net.queries())
-        if (pred(q)) out.emplace_back(q.at, 1.0);
-    return out;
-}
+using namespace dhtc::sim::harness_util;
 
 template <class Pred>
 std::size_t count_queries(const sim::sim_network& net, time_point from, time_point to, Pred pred) {
@@ -339,6 +253,7 @@ TEST_CASE("reply budgets under query floods (protocol.md d.20)") {
         // The flooder's ports become crawl candidates in one /24 that stays busy: see the
         // should_fail case on the turn loop; a small batch keeps this case fast.
         h.options.scheduler.node_batch_limit = 64;
+        unlimited_destinations(h.options); // this case is about the per-source answer budget
         h.start({});
         const id20 flooder_id = h.net.random_id();
         const endpoint bystander = ep("50.0.0.2:7000");
@@ -380,6 +295,9 @@ TEST_CASE("reply budgets under query floods (protocol.md d.20)") {
     const auto many_ips = [](double bytes_per_sec, std::uint32_t priority_sources) {
         harness h;
         h.options.rate_limit.max_response_bytes_per_sec = bytes_per_sec;
+        // These cases are about the global budgets and their ping/get_peers reserve.
+        unlimited_destinations(h.options);
+        h.options.rate_limit.trusted_response_percent = 0;
         h.start({});
         std::vector<endpoint> flooders, priority;
         for (std::uint32_t i = 0; i < 1000; ++i) {

@@ -113,10 +113,13 @@ const char* const custom_document = R"({
       "max_find_node_rate_per_sec": 12.5, "burst": 3, "max_in_flight": 64, "request_timeout_secs": 5,
       "max_new_destinations_per_minute": 600, "max_replacements_per_minute": 700.25,
       "max_response_rate_per_sec": 80, "max_response_bytes_per_sec": 65536,
-      "max_response_rate_per_source": 2.5, "metadata_pressure_floor_percent": 10, "max_in_flight_per_subnet": 2
+      "max_response_rate_per_source": 2.5, "metadata_pressure_floor_percent": 10, "max_in_flight_per_subnet": 2,
+      "trusted_response_percent": 35, "max_packets_per_destination_per_sec": 1.5, "destination_burst": 6,
+      "tracked_sources": 999
     },
     "pool": {"capacity": 5000, "recent_probe_ttl_secs": 61, "responsive_capacity": 256,
-             "responsive_ttl_secs": 90, "low_watermark": 4999},
+             "responsive_ttl_secs": 90, "low_watermark": 4999, "max_querier_percent": 5,
+             "max_querier_admissions_per_sec": 7.5},
     "bootstrap": {"interval_secs": 30, "max_nodes_per_round": 7, "source_backoff_base_secs": 10,
                   "source_backoff_max_secs": 20, "sources": ["[2001:db8::1]:6881", "198.51.100.1:1"]},
     "target": {"random_walk_percent": 0, "sparse_bucket_percent": 100, "neighbor_sender_id": false},
@@ -160,6 +163,10 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK(rl.max_response_rate_per_sec == 500);
     CHECK(rl.max_response_bytes_per_sec == 1048576);
     CHECK(rl.max_response_rate_per_source == 40);
+    CHECK(rl.trusted_response_percent == 20);
+    CHECK(rl.max_packets_per_destination_per_sec == 2);
+    CHECK(rl.destination_burst == 10);
+    CHECK(rl.tracked_sources == 16384);
     CHECK(rl.metadata_pressure_floor_percent == 25);
     CHECK(rl.max_in_flight_per_subnet == 8);
     // Pool, bootstrap, target, scheduler.
@@ -169,6 +176,8 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK(c.pool.responsive_capacity == 16384);
     CHECK(c.pool.responsive_ttl_secs == 900);
     CHECK(c.pool.low_watermark == 10000);
+    CHECK(c.pool.max_querier_percent == 10);
+    CHECK(c.pool.max_querier_admissions_per_sec == 50);
     CHECK(c.bootstrap.interval_secs == 300);
     CHECK(c.bootstrap.max_nodes_per_round == 3);
     CHECK(c.bootstrap.source_backoff_base_secs == 300);
@@ -205,7 +214,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 89);
+    CHECK(default_leaves().size() == 95);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
 
     const auto p = parse(text);
@@ -274,6 +283,10 @@ TEST_CASE("every key lands in its field") {
     CHECK(rl.max_response_rate_per_sec == 80);
     CHECK(rl.max_response_bytes_per_sec == 65536);
     CHECK(rl.max_response_rate_per_source == 2.5);
+    CHECK(rl.trusted_response_percent == 35);
+    CHECK(rl.max_packets_per_destination_per_sec == 1.5);
+    CHECK(rl.destination_burst == 6);
+    CHECK(rl.tracked_sources == 999);
     CHECK(rl.metadata_pressure_floor_percent == 10);
     CHECK(rl.max_in_flight_per_subnet == 2);
 
@@ -283,6 +296,8 @@ TEST_CASE("every key lands in its field") {
     CHECK(c.pool.responsive_capacity == 256);
     CHECK(c.pool.responsive_ttl_secs == 90);
     CHECK(c.pool.low_watermark == 4999);
+    CHECK(c.pool.max_querier_percent == 5);
+    CHECK(c.pool.max_querier_admissions_per_sec == 7.5);
     CHECK(c.bootstrap.interval_secs == 30);
     CHECK(c.bootstrap.max_nodes_per_round == 7);
     CHECK(c.bootstrap.source_backoff_base_secs == 10);

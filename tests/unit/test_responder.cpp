@@ -140,7 +140,8 @@ TEST_CASE("BEP-32: want selects families; a v6 querier gets nodes6 by default") 
     std::string plain;
     krpc::encode_find_node(plain, qh(make_id(1)), make_id(0x12));
     REQUIRE(f.send(plain, ep("[2001:db8::9]:1")));
-    CHECK_FALSE(f.reply.response.has_nodes);
+    CHECK(f.reply.response.has_nodes); // BEP-5 requires it: present, empty
+    CHECK(f.reply.response.nodes.empty());
     CHECK(f.reply.response.nodes6.size() == 1);
 }
 

@@ -1,0 +1,325 @@
+// The crawler as a DHT citizen nobody bans, and as a node a flood cannot take over (issues
+// 17 and 18), driven through the simulated network on a manual clock:
+//   - no destination IP ever receives more than the per-destination budget from us, queries
+//     and answers together, over a 10-minute crawl of 5,000 nodes that hand out samples;
+//   - error 201 and silence back an IP off;
+//   - a trusted node keeps its answers under a flood of 50,000 strangers at 10x the answer
+//     budget, and the strangers hold at most their share of the pool;
+//   - find_node / get_peers answers always carry `nodes` (and `nodes6` when wanted), and
+//     unknown methods with a target or info_hash are answered like find_node, with an empty
+//     table and with a full one.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/harness.hpp"
+#include "sim/sim_network.hpp"
+
+using namespace dhtc;
+using namespace std::chrono_literals;
+using namespace dhtc::sim::harness_util;
+using sim::kind;
+
+namespace {
+
+// Every datagram we sent, by destination IP: queries and answers.
+std::map<ip_address, std::vector<time_point>> sent_by_ip(const sim::sim_network& net) {
+    std::map<ip_address, std::vector<time_point>> out;
+    for (const auto& q : net.queries()) out[q.to.address].push_back(q.at);
+    for (const auto& r : net.replies()) out[r.to.address].push_back(r.at);
+    for (auto& [ip, times] : out) std::sort(times.begin(), times.end());
+    return out;
+}
+
+struct crawl_figures {
+    std::size_t queries = 0;
+    std::size_t responsive = 0;   ///< distinct nodes that answered us
+    std::size_t hashes = 0;       ///< distinct hashes that reached the sink with a peer
+    double worst_excess = 0;      ///< largest token-bucket excess over any IP (<= 0: within budget)
+    std::size_t worst_window = 0; ///< most datagrams to one IP in any 10 s
+    std::uint64_t deferred = 0;
+};
+
+// A 10-minute crawl of 5,000 nodes, most of them BEP-51 nodes holding many hashes; a few
+// clients query us hard, so answers and queries share the same destinations' budgets.
+crawl_figures crawl_many_samples(bool budgeted) {
+    sim::network_options no;
+    no.seed = 1801;
+    harness h(no);
+    const auto ids = h.net.add_spread_v4(5000);
+    h.net.wire(16, 8);
+    for (const auto i : ids) {
+        auto& n = h.net.node(i);
+        n.bep51 = i % 5 != 0;
+        n.interval = 0; // our 60 s floor applies: every node asked as often as we allow
+    }
+    for (std::uint32_t k = 0; k < 3000; ++k)
+        h.net.store_hash(h.net.random_id(), {{ip_address::v4(0x46000000u + k * 256 + 1), 51413}}, 8);
+    if (!budgeted) unlimited_destinations(h.options);
+    h.start({{h.net.node(1).ep, h.net.node(2).ep}});
+    // Some of the crawled nodes also query us, 5/s each: answers then compete with our own
+    // queries for their destination budget.
+    std::vector<endpoint> queriers;
+    for (std::uint32_t i = 0; i < 20; ++i) queriers.push_back(h.net.node(ids[i * 7]).ep);
+    std::size_t step = 0;
+    h.net.on_step = [&] {
+        if (++step % 10 != 0) return; // 5/s
+        for (const auto& q : queriers) h.net.client_send(q, sim::make_ping("qq", h.net.random_id()));
+    };
+    h.net.run_for(10min, 20ms);
+    h.net.on_step = nullptr;
+
+    crawl_figures f;
+    f.queries = h.net.queries().size();
+    std::set<endpoint> responsive;
+    for (const auto& q : h.net.queries())
+        if (q.answered) responsive.insert(q.to);
+    f.responsive = responsive.size();
+    std::set<id20> hashes;
+    for (const auto& e : h.sink.hashes) hashes.insert(e.info_hash);
+    f.hashes = hashes.size();
+    f.worst_excess = -1e9;
+    for (const auto& [ip, times] : sent_by_ip(h.net)) {
+        std::vector<std::pair<time_point, double>> events;
+        for (const auto t : times) events.emplace_back(t, 1.0);
+        f.worst_excess = std::max(f.worst_excess, bucket_excess(events, 2, 10));
+        f.worst_window = std::max(f.worst_window, max_in_window(times, 10s));
+    }
+    f.deferred = get(h.stats().deferred_destination);
+    return f;
+}
+
+} // namespace
+
+TEST_SUITE("crawl citizen") {
+
+TEST_CASE("no destination IP ever gets more than its budget; discovery per query holds") {
+    const crawl_figures before = crawl_many_samples(false);
+    const crawl_figures after = crawl_many_samples(true);
+    MESSAGE("without the budget: " << before.queries << " queries, " << before.responsive << " responsive, "
+                                   << before.hashes << " hashes, worst 10 s window " << before.worst_window);
+    MESSAGE("with the budget:    " << after.queries << " queries, " << after.responsive << " responsive, "
+                                   << after.hashes << " hashes, worst 10 s window " << after.worst_window << ", "
+                                   << after.deferred << " deferred");
+    CHECK(after.worst_excess <= 1e-6);
+    CHECK(after.worst_window <= 30);
+    CHECK(before.worst_window > 30); // the crawl does press the budget
+    CHECK(after.deferred > 0);
+    // Discovery holds: the same nodes and nearly every hash in the same 10 minutes, at about the
+    // same cost per query (lookups skip a node whose budget its own queries to us spent, and
+    // ask the next closest instead).
+    const auto per_query = [](std::size_t n, std::size_t q) { return static_cast<double>(n) / static_cast<double>(q); };
+    MESSAGE("per query: responsive " << per_query(before.responsive, before.queries) << " -> "
+                                     << per_query(after.responsive, after.queries) << ", hashes "
+                                     << per_query(before.hashes, before.queries) << " -> "
+                                     << per_query(after.hashes, after.queries));
+    CHECK(after.responsive >= before.responsive * 98 / 100);
+    CHECK(after.hashes >= before.hashes * 97 / 100);
+    CHECK(per_query(after.responsive, after.queries) >= 0.9 * per_query(before.responsive, before.queries));
+    CHECK(per_query(after.hashes, after.queries) >= 0.9 * per_query(before.hashes, before.queries));
+}
+
+TEST_CASE("error 201 and silence back an IP off") {
+    const auto run = [](bool silent) {
+        sim::network_options no;
+        no.seed = silent ? 1811 : 1812;
+        harness h(no);
+        h.net.add_spread_v4(300);
+        // Twenty nodes on one IP (ports differ) that all answer 201, or never answer.
+        const ip_address grumpy = ip("90.0.0.1");
+        std::vector<std::uint32_t> grumpy_nodes;
+        for (std::uint16_t p = 0; p < 20; ++p) {
+            grumpy_nodes.push_back(h.net.add_node(endpoint{grumpy, static_cast<std::uint16_t>(7000 + p)}));
+            if (silent) h.net.node(grumpy_nodes.back()).silent = true;
+            else h.net.node(grumpy_nodes.back()).error_code = 201;
+        }
+        h.net.wire(12);
+        for (std::uint32_t i = 0; i < 300; ++i)
+            for (const auto g : grumpy_nodes) h.net.learn(i, g); // everyone tells about them
+        h.options.bep51.enabled = false;
+        h.start({{h.net.node(0).ep}});
+        h.net.run_for(3min, 20ms);
+
+        std::vector<time_point> sent, closed;
+        for (const auto& q : h.net.queries())
+            if (q.to.address == grumpy) sent.push_back(q.at);
+        REQUIRE(!sent.empty());
+        // The back-off starts with the first 201 reply, or once the fourth query timed out.
+        std::vector<time_point> ends;
+        for (const auto& q : h.net.queries())
+            if (q.to.address == grumpy && !q.open) ends.push_back(q.closed_at);
+        std::sort(ends.begin(), ends.end());
+        const std::size_t trigger = silent ? 3 : 0;
+        REQUIRE(ends.size() > trigger);
+        const time_point start = ends[trigger];
+        const auto during = std::count_if(sent.begin(), sent.end(),
+                                          [&](time_point t) { return t > start && t < start + 60s; });
+        MESSAGE(std::string(silent ? "silence" : "error 201") << ": " << sent.size() << " queries to the IP in 3 min, "
+                                                    << during << " in the 60 s after the back-off began");
+        CHECK(during == 0);
+        CHECK(get(h.stats().skipped_backoff) > 0);
+        if (silent) CHECK(h.service->sources().stats().backoffs_silence >= 1);
+        else CHECK(h.service->sources().stats().backoffs_rate_limited >= 1);
+    };
+    SUBCASE("error 201") { run(false); }
+    SUBCASE("silence") { run(true); }
+}
+
+TEST_CASE("a trusted node keeps its answers under a flood of 50,000 strangers; they keep out of the pool") {
+    sim::network_options no;
+    no.seed = 1701;
+    harness h(no);
+    h.net.add_spread_v4(12'000);
+    h.net.wire(16, 8);
+    h.options.bep51.enabled = false;
+    h.options.pool.capacity = 5000;
+    // A slow crawl keeps the pool full of nodes learned from answers, as on the real DHT.
+    h.options.rate_limit.max_find_node_rate_per_sec = 20;
+    h.start({{h.net.node(0).ep}});
+    h.net.run_for(20s, 20ms); // the crawl finds the network; node 0 answered us: trusted
+
+    const endpoint friend_ep = h.net.node(0).ep;
+    REQUIRE(h.service->sources().trusted(friend_ep.address, h.clock.now()));
+    const double budget = h.options.rate_limit.max_response_rate_per_sec;
+    std::vector<endpoint> strangers;
+    for (std::uint32_t i = 0; i < 50'000; ++i)
+        strangers.push_back(endpoint{ip_address::v4(0x29000000u + i), 6881}); // 41.0.0.0 +
+    std::set<endpoint> stranger_set(strangers.begin(), strangers.end());
+    const auto flood_id = [&](std::size_t i) {
+        id20 id;
+        for (std::size_t b = 0; b < 20; ++b) id.bytes[b] = static_cast<std::uint8_t>((i * 131 + b * 7) & 0xff);
+        return id;
+    };
+    for (const auto& s : strangers) h.net.add_client(s);
+    h.net.add_client(endpoint{friend_ep.address, 9999}); // the friend's own client port
+    const endpoint friend_client{friend_ep.address, 9999};
+    std::size_t step = 0, flood_sent = 0, friend_sent = 0;
+    const auto per_step = static_cast<std::size_t>(budget * 10 / 50); // 10x the budget, 20 ms steps
+    h.net.on_step = [&] {
+        for (std::size_t k = 0; k < per_step; ++k, ++flood_sent) {
+            const std::size_t i = flood_sent % strangers.size();
+            h.net.client_send(strangers[i], k % 2 ? sim::make_ping("ff", flood_id(i))
+                                                  : sim::make_find_node("ff", flood_id(i), flood_id(i + 1)));
+        }
+        if (++step % 50 == 0) { // once a second
+            h.net.client_send(friend_client, sim::make_ping("fr", h.net.node(0).id));
+            ++friend_sent;
+        }
+    };
+    h.net.run_for(60s, 20ms);
+    h.net.on_step = nullptr;
+    h.net.run_for(200ms, 20ms);
+
+    std::size_t friend_answered = 0;
+    for (const auto& r : h.net.inbox(friend_client)) {
+        sim::parsed_packet p;
+        if (sim::parse_packet(r.payload, p) && p.msg.type == krpc::message_type::response && p.msg.transaction == "fr")
+            ++friend_answered;
+    }
+    std::size_t flood_answered = 0;
+    for (const auto& r : h.net.replies()) flood_answered += stranger_set.contains(r.to) ? 1 : 0;
+    const auto querier_in_pool = get(h.stats().pool_querier_size);
+    MESSAGE("flood: " << flood_sent << " queries from 50,000 sources (" << flood_sent / 60 << "/s, budget " << budget
+                      << "/s), " << flood_answered << " answered; trusted node " << friend_answered << "/"
+                      << friend_sent << " answered; pool " << get(h.stats().pool_size) << " nodes, "
+                      << querier_in_pool << " learned from queries; "
+                      << h.service->response_budget().trusted_reserve_used() << " answers from the reserve");
+    CHECK(friend_answered * 10 >= friend_sent * 9);
+    std::size_t queries_to_strangers = 0;
+    for (const auto& q : h.net.queries()) queries_to_strangers += stranger_set.contains(q.to) ? 1 : 0;
+    MESSAGE(queries_to_strangers << " of our queries went to flood addresses");
+    REQUIRE(get(h.stats().pool_size) >= h.options.pool.capacity * 95 / 100);
+    CHECK(querier_in_pool <= h.options.pool.capacity / 10);
+    CHECK(querier_in_pool * 10 <= get(h.stats().pool_size));
+    CHECK(querier_in_pool > 0); // queriers are still welcome, within their share
+    CHECK(get(h.stats().querier_share_full) + get(h.stats().querier_over_rate) > 0);
+    // No stranger reached the pool except as a querier, so they are at most that share.
+    CHECK(h.service->response_budget().trusted_reserve_used() > 0);
+}
+
+TEST_CASE("strict answers: nodes always present; unknown methods with a target or info_hash like find_node") {
+    // Sends `payload` (its `t` given) from `from` and returns our answer to it. The client
+    // may also get our own find_node: a querier is a crawl candidate.
+    const auto probe = [](harness& h, const std::string& payload, std::string_view t, const endpoint& from) {
+        h.net.add_client(from);
+        const std::size_t before = h.net.inbox(from).size();
+        h.net.client_send(from, payload);
+        h.net.run_for(100ms);
+        auto p = std::make_unique<sim::parsed_packet>();
+        const auto& inbox = h.net.inbox(from);
+        for (std::size_t i = before; i < inbox.size(); ++i)
+            if (sim::parse_packet(inbox[i].payload, *p) && p->msg.type != krpc::message_type::query &&
+                p->msg.transaction == t)
+                return p;
+        FAIL("no answer to " << t);
+        return p;
+    };
+    const auto check_all = [&](harness& h, bool empty_table) {
+        const id20 me = h.net.random_id(), target = h.net.random_id();
+        const endpoint v4 = ep("60.0.0.1:6881"), v6 = ep("[2a0a::1]:6881");
+        const std::string t20(20, '\x12'), id20s(me.view());
+
+        auto r = probe(h, sim::make_find_node("a1", me, target), "a1", v4);
+        CHECK(r->msg.type == krpc::message_type::response);
+        CHECK(r->msg.response.has_nodes);
+        CHECK(r->msg.response.nodes.empty() == empty_table);
+
+        r = probe(h, sim::make_get_peers("a2", me, target), "a2", v4);
+        CHECK(r->msg.response.has_nodes);
+        CHECK(r->msg.response.has_token);
+        CHECK(r->msg.response.nodes.empty() == empty_table);
+
+        // want n4+n6 from IPv4: both lists, each possibly empty (the network here is IPv4).
+        const std::string want_both = "d1:ad2:id20:" + id20s + "6:target20:" + t20 + "4:wantl2:n42:n6ee1:q9:find_node1:t2:a31:y1:qe";
+        r = probe(h, want_both, "a3", v4);
+        CHECK(r->msg.response.has_nodes);
+        CHECK(r->msg.response.has_nodes6);
+
+        // An IPv6 querier without want: nodes6 (its family), and nodes still present.
+        r = probe(h, sim::make_find_node("a4", me, target), "a4", v6);
+        CHECK(r->msg.response.has_nodes);
+        CHECK(r->msg.response.has_nodes6);
+
+        for (const char* method : {"get", "vote", "find_nodes"}) {
+            CAPTURE(method);
+            const std::string m(method);
+            const std::string with_target = "d1:ad2:id20:" + id20s + "6:target20:" + t20 + "e1:q" +
+                                            std::to_string(m.size()) + ":" + m + "1:t2:a51:y1:qe";
+            r = probe(h, with_target, "a5", v4);
+            CHECK(r->msg.type == krpc::message_type::response);
+            CHECK(r->msg.response.has_nodes);
+            const std::string with_hash = "d1:ad2:id20:" + id20s + "9:info_hash20:" + t20 + "e1:q" +
+                                          std::to_string(m.size()) + ":" + m + "1:t2:a61:y1:qe";
+            r = probe(h, with_hash, "a6", v4);
+            CHECK(r->msg.type == krpc::message_type::response);
+            CHECK(r->msg.response.has_nodes);
+            CHECK_FALSE(r->msg.response.has_token); // nodes only
+        }
+        const std::string bare = "d1:ad2:id20:" + id20s + "e1:q5:dance1:t2:a71:y1:qe";
+        r = probe(h, bare, "a7", v4);
+        CHECK(r->msg.type == krpc::message_type::error);
+        CHECK(r->msg.err.code == 204);
+    };
+    SUBCASE("empty table") {
+        harness h;
+        h.start({});
+        check_all(h, true);
+    }
+    SUBCASE("full table") {
+        sim::network_options no;
+        no.seed = 1821;
+        harness h(no);
+        h.net.add_spread_v4(500);
+        h.net.wire(12, 4);
+        h.options.bep51.enabled = false;
+        h.start({{h.net.node(0).ep}});
+        h.net.run_for(30s, 20ms);
+        REQUIRE(get(h.stats().responsive_size) >= 100);
+        check_all(h, false);
+    }
+}
+
+} // TEST_SUITE
