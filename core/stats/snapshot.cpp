@@ -301,6 +301,15 @@ constexpr field<cs> crawl_fields[] = {
     {"refused_in_flight", &cs::refused_in_flight, C, "dhtc_crawl_refused_total", {"reason", "in_flight"},
      crawl_refused_help},
     {"refused_policy", &cs::refused_policy, C, "dhtc_crawl_refused_total", {"reason", "policy"}, crawl_refused_help},
+    {"deferred_destination", &cs::deferred_destination, C, "dhtc_crawl_deferred_destination_total", {},
+     "Queries held back because their IP's per-destination budget was spent."},
+    {"skipped_backoff", &cs::skipped_backoff, C, "dhtc_crawl_refused_total", {"reason", "backoff"}, crawl_refused_help},
+    {"pool_querier_size", &cs::pool_querier_size, G, "dhtc_crawl_pool_querier_size", {},
+     "Pooled nodes learned only from their queries to us."},
+    {"querier_share_full", &cs::querier_share_full, C, "dhtc_crawl_querier_refused_total", {"reason", "share_full"},
+     "Queriers kept out of the pool, by reason."},
+    {"querier_over_rate", &cs::querier_over_rate, C, "dhtc_crawl_querier_refused_total", {"reason", "rate"},
+     "Queriers kept out of the pool, by reason."},
     {"skipped_recent", &cs::skipped_recent, C, "dhtc_crawl_skipped_recent_total", {},
      "Nodes not queued again because they were probed recently."},
     {"skipped_zero_id", &cs::skipped_zero_id, C, "dhtc_crawl_skipped_zero_id_total", {},
@@ -474,6 +483,24 @@ void walk(const api::crawler& c, collector& out) {
                 budget_help, budget.refused_packets());
     out.counter({"dht", "budget_refused_bytes"}, "dhtc_dht_budget_refused_total", {"budget", "bytes"}, budget_help,
                 budget.refused_bytes());
+    out.counter({"dht", "budget_refused_destination"}, "dhtc_dht_budget_refused_total", {"budget", "destination"},
+                budget_help, budget.refused_destination());
+    out.counter({"dht", "trusted_reserve_used"}, "dhtc_dht_trusted_reserve_used_total", {},
+                "Answers to trusted sources that only their reserved share could pay for.",
+                budget.trusted_reserve_used());
+    // The per-IP table shared by answers and queries (relaxed counters).
+    const auto& src = svc.sources().stats();
+    constexpr std::string_view sources_help = "Per-IP source table events, by event.";
+    const std::pair<std::string_view, std::uint64_t> source_events[] = {
+        {"table_full", src.refused_table_full},       {"evictions", src.evictions},
+        {"lossy_evictions", src.lossy_evictions},     {"backoffs_rate_limited", src.backoffs_rate_limited},
+        {"backoffs_silence", src.backoffs_silence},   {"query_over_destination", src.refused_query_destination},
+        {"query_backoff", src.refused_query_backoff},
+    };
+    for (const auto& [event, value] : source_events)
+        out.counter({"dht", "sources", event}, "dhtc_dht_sources_total", {"event", event}, sources_help, value);
+    out.gauge({"dht", "sources", "size"}, "dhtc_dht_sources_size", {}, "IPs tracked by the per-IP source table.",
+              static_cast<double>(svc.sources().size()));
     out.counter({"dht", "announces_refused_by_policy"}, "dhtc_dht_announces_refused_by_policy_total", {},
                 "Announces dropped because the announced peer failed the address policy.",
                 svc.announces_refused_by_policy());
