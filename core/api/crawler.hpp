@@ -105,6 +105,7 @@ private:
 
     crawler() = default;
     void launch_stopper_locked();
+    void keep_routing_state(const std::string& state_file);
     void stop_everything();
 
     steady_clock_source clock_;

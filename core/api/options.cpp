@@ -46,6 +46,7 @@ enum class special : std::uint8_t {
     sources,
     store_kind,
     store_path,
+    state_file,
     store_conninfo,
     owner_id,
     ladder,
@@ -162,6 +163,7 @@ const field fields[] = {
     {"crawl.bootstrap.source_backoff_max_secs",
      uint_ref{[](O& o) -> auto& { return o.dht.crawl.bootstrap.source_backoff_max_secs; }}},
     {"crawl.bootstrap.sources", special::sources},
+    {"crawl.state_file", special::state_file},
 
     {"crawl.target.random_walk_percent", uint_ref{[](O& o) -> auto& { return o.dht.crawl.target.random_walk_percent; }},
      0, 100},
@@ -446,9 +448,10 @@ bool apply_special(parse_state& st, const field& f, special s, const json& v) {
                            quote(*text) + " is not one of \"none\", \"sqlite\", \"postgresql\"");
         return true;
     case special::store_path:
+    case special::state_file:
         if (text->find('\0') != std::string::npos)
             return st.fail(options_status::invalid_value, path, "a file path cannot hold a NUL byte");
-        st.o.retry.path = *text;
+        (s == special::store_path ? st.o.retry.path : st.o.dht.crawl.state_file) = *text;
         return true;
     case special::store_conninfo:
         st.o.retry.conninfo = *text;
@@ -742,6 +745,7 @@ nlohmann::json to_json(const api::crawler_options& o) {
                     case special::sources: at = o.dht.crawl.bootstrap.sources; break;
                     case special::store_kind: at = retry::to_string(o.retry.kind); break;
                     case special::store_path: at = o.retry.path; break;
+                    case special::state_file: at = o.dht.crawl.state_file; break;
                     case special::store_conninfo: at = o.retry.conninfo; break;
                     case special::owner_id: at = o.retry.owner_id; break;
                     case special::ladder: at = o.retry.policy.ladder_secs; break;

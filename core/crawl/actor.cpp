@@ -74,6 +74,29 @@ void actor::set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> end
     if (!bootstrap_round_open_) next_bootstrap_round_ = {};
 }
 
+void actor::seed_saved_nodes(std::span<const krpc::node_entry> nodes) {
+    const auto now = clock_.now();
+    for (const auto& n : nodes) admit(n, now);
+    if (!nodes.empty())
+        next_bootstrap_round_ = now + std::chrono::seconds(options_.rate_limit.request_timeout_secs + 1);
+}
+
+std::vector<krpc::node_entry> actor::routing_to_save(std::size_t max) {
+    std::vector<krpc::node_entry> out;
+    next_publish_ = {};
+    maybe_publish(clock_.now());
+    const auto snap = ring_.snapshot();
+    if (!snap || max == 0) return out;
+    const std::size_t total = snap->size();
+    // Every k-th node of the id-sorted lists: the whole id space, not one corner of it.
+    const std::size_t step = std::max<std::size_t>(1, (total + max - 1) / max);
+    for (auto f : {krpc::ip_family::v4, krpc::ip_family::v6}) {
+        const auto entries = snap->entries(f);
+        for (std::size_t i = 0; i < entries.size() && out.size() < max; i += step) out.push_back(entries[i]);
+    }
+    return out;
+}
+
 void actor::turn() {
     const auto now = clock_.now();
 

@@ -97,6 +97,13 @@ public:
     /// Resolved endpoints of bootstrap source `index` (the engine resolves names).
     void set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> endpoints);
 
+    /// Nodes saved by an earlier run: queried first (they go to the head of an empty pool),
+    /// and the first bootstrap round waits one query timeout for them. Before the first turn.
+    void seed_saved_nodes(std::span<const krpc::node_entry> nodes);
+    /// Up to `max` responsive nodes, spread over the id space, for the next run (from a
+    /// snapshot published now). Same thread as turn().
+    std::vector<krpc::node_entry> routing_to_save(std::size_t max);
+
     /// One turn: handle queued events, expire queries, bootstrap when due, publish the
     /// routing snapshot when due, and send the queries the budgets allow.
     void turn();

@@ -92,6 +92,9 @@ struct crawl_options {
     bep51_options bep51;
     /// Admit private and loopback ranges (labs and tests); off for the real DHT.
     bool allow_private_addresses = false;
+    /// Where the routing state is kept across restarts when there is no retry store (with
+    /// one, it lives there). Empty: not kept.
+    std::string state_file;
 };
 
 } // namespace dhtc::crawl

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "crawl/saved_nodes.hpp"
 #include "dht/node_id.hpp"
 
 namespace dhtc::engine {
@@ -41,6 +42,8 @@ struct dht_engine::impl {
     asio::io_context io{1};
     asio::steady_timer turn_timer{io};
     asio::steady_timer resolve_timer{io};
+    asio::steady_timer routing_timer{io};
+    std::function<void(std::vector<krpc::node_entry>)> routing_sink;
     asio::ip::udp::resolver resolver{io};
     std::unique_ptr<net::udp_socket> v4;
     std::unique_ptr<net::udp_socket> v6;
@@ -73,6 +76,22 @@ struct dht_engine::impl {
         });
     }
     void resolve_bootstrap();
+    void hand_routing_state() {
+        if (!routing_sink) return;
+        try {
+            routing_sink(service->actor().routing_to_save(crawl::max_saved_nodes));
+        } catch (...) {
+            // Keeping the routing state is a convenience: it never stops the DHT.
+        }
+    }
+    void schedule_routing_save() {
+        routing_timer.expires_after(routing_save_interval);
+        routing_timer.async_wait([this](const std::error_code& ec) {
+            if (ec) return;
+            hand_routing_state();
+            schedule_routing_save();
+        });
+    }
 };
 
 bool dht_engine::impl::bind(std::string& error) {
@@ -149,6 +168,16 @@ dht_engine::dht_engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 dht_engine::~dht_engine() { stop(); }
 
+void dht_engine::seed_saved_nodes(const std::vector<krpc::node_entry>& nodes) {
+    std::lock_guard lock(impl_->lifecycle);
+    if (!impl_->started) impl_->service->actor().seed_saved_nodes(nodes);
+}
+
+void dht_engine::on_routing_state(std::function<void(std::vector<krpc::node_entry>)> sink) {
+    std::lock_guard lock(impl_->lifecycle);
+    if (!impl_->started) impl_->routing_sink = std::move(sink);
+}
+
 void dht_engine::start() {
     std::lock_guard lock(impl_->lifecycle);
     if (impl_->started || impl_->stopped) return;
@@ -158,6 +187,7 @@ void dht_engine::start() {
         if (s) s->start([m](std::span<const net::datagram> b) { m->on_batch(b); });
     m->resolve_bootstrap();
     m->schedule_turn();
+    if (m->routing_sink) m->schedule_routing_save();
     m->thread = std::thread([m] { m->io.run(); });
 }
 
@@ -169,6 +199,8 @@ void dht_engine::stop() {
     if (m->thread.joinable()) {
         // Close everything on the network thread, then let run() return.
         asio::post(m->io, [m] {
+            m->hand_routing_state(); // the last word, before the sockets close
+            m->routing_timer.cancel();
             m->turn_timer.cancel();
             m->resolve_timer.cancel();
             m->resolver.cancel();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,13 @@ public:
     static std::unique_ptr<dht_engine> create(const dht_engine_options& o, crawl::crawl_sink& sink,
                                               std::string& error);
     ~dht_engine();
+
+    /// Nodes an earlier run saved: queried before any bootstrap source. Before start().
+    void seed_saved_nodes(const std::vector<krpc::node_entry>& nodes);
+    /// Where the routing state to keep goes: every routing_save_interval and once more when
+    /// stop() begins, on the network thread (keep it short: hand it on). Before start().
+    void on_routing_state(std::function<void(std::vector<krpc::node_entry>)> sink);
+    static constexpr std::chrono::minutes routing_save_interval{5};
 
     /// Starts the network thread. Once only.
     void start();

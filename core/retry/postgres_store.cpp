@@ -31,7 +31,13 @@ CREATE INDEX retry_hashes_due ON retry_hashes(state, next_retry_at);
 
 // Forward migrations, in order: entry i brings the schema to version i + 1. Never edit a
 // released entry; append one.
-constexpr const char* migrations[] = {schema_v1};
+// v2: the DHT routing state kept across restarts (crawl/saved_nodes.hpp), one row per
+// owner; every member of a fleet may start from any row.
+constexpr const char* schema_v2 = R"sql(
+CREATE TABLE dht_routing (owner text PRIMARY KEY, saved_at bigint NOT NULL, nodes bytea NOT NULL);
+)sql";
+
+constexpr const char* migrations[] = {schema_v1, schema_v2};
 static_assert(std::size(migrations) == postgres_schema_version);
 
 constexpr const char* columns =
@@ -278,6 +284,27 @@ public:
     }
     std::string_view kind() const noexcept override { return "postgresql"; }
 
+    void save_routing(std::string_view owner, unix_seconds saved_at, std::string_view state,
+                      unix_seconds expire_before) override {
+        params p;
+        p.text(owner.empty() ? std::string("-") : std::string(owner));
+        p.integer(saved_at);
+        p.bytes(state);
+        const result saved(run("save_routing", p));
+        params e;
+        e.integer(expire_before);
+        const result expired(run("expire_routing", e));
+    }
+    std::vector<std::string> load_routing(unix_seconds since, std::size_t limit) override {
+        params p;
+        p.integer(since);
+        p.integer(static_cast<std::int64_t>(limit));
+        result r(run("load_routing", p));
+        std::vector<std::string> out;
+        for (int i = 0; i < PQntuples(r.r); ++i) out.push_back(to_bytes(r.r, i, 0));
+        return out;
+    }
+
 private:
     void exec(const char* sql) {
         result r(PQexec(conn_, sql));
@@ -336,6 +363,10 @@ private:
                               "FOR UPDATE SKIP LOCKED)");
         prepare_one("counts", "SELECT state, COUNT(*) FROM retry_hashes GROUP BY state");
         prepare_one("bytes", "SELECT pg_total_relation_size('retry_hashes')");
+        prepare_one("save_routing", "INSERT INTO dht_routing (owner, saved_at, nodes) VALUES ($1, $2, $3) "
+                                    "ON CONFLICT (owner) DO UPDATE SET saved_at = excluded.saved_at, nodes = excluded.nodes");
+        prepare_one("expire_routing", "DELETE FROM dht_routing WHERE saved_at < $1");
+        prepare_one("load_routing", "SELECT nodes FROM dht_routing WHERE saved_at >= $1 ORDER BY saved_at DESC LIMIT $2");
     }
 
     PGconn* conn_ = nullptr;

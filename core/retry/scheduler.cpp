@@ -80,6 +80,12 @@ std::unique_ptr<scheduler> scheduler::open(const retry_options& o, std::function
         try {
             self->store_ = std::make_unique<store>(make(), self->options_.policy, self->options_.owner_id,
                                                    self->options_.lease_secs);
+            try {
+                const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(routing_state_ttl).count();
+                self->saved_routing_ = self->store_->db().load_routing(now() - ttl, 8);
+            } catch (const std::exception& e) {
+                self->saved_routing_error_ = std::string("reading the saved DHT routing state: ") + e.what();
+            }
             opened.set_value({});
         } catch (const std::exception& e) {
             opened.set_value(e.what());
@@ -130,6 +136,30 @@ void scheduler::post_observation(const id20& h, std::optional<endpoint> peer) {
     if (!observations_.try_push(observe_req{h, peer})) bump(counters_.observations_dropped);
 }
 
+void scheduler::post_routing_state(std::string state) {
+    std::lock_guard lock(m_);
+    routing_state_ = std::move(state);
+}
+
+void scheduler::save_routing_state() {
+    std::optional<std::string> state;
+    {
+        std::lock_guard lock(m_);
+        state.swap(routing_state_);
+    }
+    if (!state) return;
+    const unix_seconds t = now();
+    try {
+        store_->begin();
+        store_->db().save_routing(owner(), t, *state,
+                                  t - std::chrono::duration_cast<std::chrono::seconds>(routing_state_ttl).count());
+        store_->commit();
+    } catch (const std::exception& e) {
+        store_->rollback();
+        report(std::string("saving the DHT routing state: ") + e.what());
+    }
+}
+
 void scheduler::run() {
     std::unique_lock lock(m_);
     for (;;) {
@@ -163,6 +193,7 @@ void scheduler::turn(bool final) {
         if (batch_.empty()) break;
         apply_batch(batch_);
     } while (final);
+    save_routing_state();
     if (final) return;
     const auto t = std::chrono::steady_clock::now();
     if (t >= next_expire_) {

@@ -100,6 +100,16 @@ public:
     void post_done(const id20& info_hash);
     void post_release(const id20& info_hash, unix_seconds retry_at);
     void post_observation(const id20& info_hash, std::optional<endpoint> peer);
+    /// The DHT routing state to keep (crawl/saved_nodes.hpp), written on the store thread at
+    /// its next turn; a newer state replaces one not yet written.
+    void post_routing_state(std::string state);
+    /// The routing states saved within routing_state_ttl by any owner (a fleet shares
+    /// them), newest first, read when the store opened; and why not, if that read failed.
+    const std::vector<std::string>& saved_routing_states() const noexcept { return saved_routing_; }
+    const std::string& saved_routing_error() const noexcept { return saved_routing_error_; }
+    /// How long a saved routing state is worth starting from.
+    static constexpr std::chrono::hours routing_state_ttl{24 * 7};
+
     /// How many more retries the pipeline can take now (it sets this; we lease up to it).
     void set_retry_room(std::size_t n) noexcept { room_.store(n, std::memory_order_relaxed); }
     /// Due hashes leased to us; the pipeline drains it.
@@ -142,6 +152,7 @@ private:
     void apply_batch(std::vector<request>& batch);
     void lease_due();
     void refresh_counts();
+    void save_routing_state();
     void report(const std::string& what);
 
     retry_options options_;
@@ -159,6 +170,9 @@ private:
     std::mutex join_m_;
     std::condition_variable cv_;
     bool stopping_ = false;
+    std::optional<std::string> routing_state_; ///< under m_
+    std::vector<std::string> saved_routing_;
+    std::string saved_routing_error_;
     std::thread thread_;
     scheduler_counters counters_;
 };

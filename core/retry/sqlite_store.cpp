@@ -33,7 +33,12 @@ CREATE INDEX retry_hashes_due ON retry_hashes(state, next_retry_at);
 
 // Forward migrations, in order: entry i brings the schema to version i + 1. Never edit a
 // released entry; append one.
-constexpr const char* migrations[] = {schema_v1};
+// v2: the DHT routing state kept across restarts (crawl/saved_nodes.hpp), one row per owner.
+constexpr const char* schema_v2 = R"sql(
+CREATE TABLE dht_routing (owner TEXT PRIMARY KEY, saved_at INTEGER NOT NULL, nodes BLOB NOT NULL);
+)sql";
+
+constexpr const char* migrations[] = {schema_v1, schema_v2};
 static_assert(std::size(migrations) == sqlite_schema_version);
 
 constexpr const char* columns =
@@ -210,6 +215,26 @@ public:
     }
     std::string_view kind() const noexcept override { return "sqlite"; }
 
+    void save_routing(std::string_view owner, unix_seconds saved_at, std::string_view state,
+                      unix_seconds expire_before) override {
+        auto& s = save_routing_->reset();
+        s.bind_text(1, owner.empty() ? std::string_view("-") : owner);
+        s.bind(2, saved_at);
+        s.bind(3, state);
+        s.step();
+        auto& e = expire_routing_->reset();
+        e.bind(1, expire_before);
+        e.step();
+    }
+    std::vector<std::string> load_routing(unix_seconds since, std::size_t limit) override {
+        std::vector<std::string> out;
+        auto& s = load_routing_->reset();
+        s.bind(1, since);
+        s.bind(2, static_cast<std::int64_t>(limit));
+        while (s.step()) out.emplace_back(s.blob(0));
+        return out;
+    }
+
 private:
     void exec(const char* sql) {
         char* err = nullptr;
@@ -249,6 +274,10 @@ private:
         expire_ = make("UPDATE retry_hashes SET state=0, lease_owner=NULL WHERE state=1 AND next_retry_at <= ?1");
         counts_ = make("SELECT state, COUNT(*) FROM retry_hashes GROUP BY state");
         bytes_ = make("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()");
+        save_routing_ = make("INSERT INTO dht_routing (owner, saved_at, nodes) VALUES (?1, ?2, ?3) "
+                             "ON CONFLICT (owner) DO UPDATE SET saved_at = excluded.saved_at, nodes = excluded.nodes");
+        expire_routing_ = make("DELETE FROM dht_routing WHERE saved_at < ?1");
+        load_routing_ = make("SELECT nodes FROM dht_routing WHERE saved_at >= ?1 ORDER BY saved_at DESC LIMIT ?2");
     }
 
     // Statements first: a connection with live statements does not close.
@@ -260,12 +289,16 @@ private:
         expire_.reset();
         counts_.reset();
         bytes_.reset();
+        save_routing_.reset();
+        expire_routing_.reset();
+        load_routing_.reset();
         sqlite3_close(db_);
         db_ = nullptr;
     }
 
     sqlite3* db_ = nullptr;
     std::unique_ptr<statement> load_, insert_, update_, lease_, expire_, counts_, bytes_;
+    std::unique_ptr<statement> save_routing_, expire_routing_, load_routing_;
 };
 
 } // namespace

@@ -96,6 +96,15 @@ public:
     virtual store_counts counts() = 0;
     /// "sqlite" or "postgresql".
     virtual std::string_view kind() const noexcept = 0;
+
+    /// The DHT routing state saved under `owner` (one row each; a fleet shares every row):
+    /// replaces that owner's row, then drops rows saved before `expire_before`. Inside a
+    /// transaction of the caller's. A backend without the table keeps nothing.
+    virtual void save_routing(std::string_view /*owner*/, unix_seconds /*saved_at*/, std::string_view /*state*/,
+                              unix_seconds /*expire_before*/) {}
+    /// The newest saved states of any owner, newest first: at most `limit`, saved at or
+    /// after `since`.
+    virtual std::vector<std::string> load_routing(unix_seconds /*since*/, std::size_t /*limit*/) { return {}; }
 };
 
 /// What claim() decided for a hash seen with peers.

@@ -237,6 +237,28 @@ void run_suite(const backend_factory& make, bool shared) {
         a->rollback();
         CHECK_FALSE(row_of(*a, hash_of(40)));
     }
+
+    SUBCASE("routing states: one row per owner, newest first, any owner's rows served, old ones expire") {
+        tx(*a, [&] { a->db().save_routing("crawler-a", t0, "state a1", t0 - 100); });
+        tx(*a, [&] { a->db().save_routing("crawler-a", t0 + 5, "state a2", t0 - 100); }); // replaces a1
+        tx(*a, [&] { a->db().save_routing("crawler-b", t0 + 3, std::string("b\0bytes", 7), t0 - 100); });
+        auto states = tx(*a, [&] { return a->db().load_routing(t0 - 10, 8); });
+        REQUIRE(states.size() == 2);
+        CHECK(states[0] == "state a2");
+        CHECK(states[1] == std::string("b\0bytes", 7)); // binary-safe
+        CHECK(tx(*a, [&] { return a->db().load_routing(t0 + 4, 8); }).size() == 1);
+        CHECK(tx(*a, [&] { return a->db().load_routing(t0 - 10, 1); }).size() == 1);
+        // A save expires the rows saved before its expire_before.
+        tx(*a, [&] { a->db().save_routing("crawler-c", t0 + 10, "c", t0 + 4); });
+        states = tx(*a, [&] { return a->db().load_routing(0, 8); });
+        REQUIRE(states.size() == 2);
+        CHECK(states[0] == "c");
+        CHECK(states[1] == "state a2");
+        if (shared) {
+            auto other = make_store(make, "crawler-d");
+            CHECK(tx(*other, [&] { return other->db().load_routing(0, 8); }).size() == 2);
+        }
+    }
 }
 
 // Three crawlers, each on its own connection and thread, race for the same hashes: claims
