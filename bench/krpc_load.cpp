@@ -2,7 +2,7 @@
 // realistic mix of ping, find_node, get_peers and announce_peer (with the tokens the node
 // handed out) to any UDP DHT node, keeping a window of queries in flight per source, and
 // count the replies. Prints one JSON line at the end.
-//   dhtc-krpc-load --target 127.0.0.1:PORT [--sources 256] [--seconds 10] [--window 8]
+//   dhtc-krpc-load --target 127.0.0.1:PORT [--sources 256] [--seconds 10] [--window 8] [--echo-target 1]
 //                  [--answer-queries 1]
 // With --answer-queries 1 each source answers the queries the node sends it (an empty
 // find_node reply), so a node that crawls its queriers fills its routing table with them.
@@ -53,12 +53,14 @@ int main(int argc, char** argv) {
     int nsources = 256;
     double seconds = 10;
     int window = 8;
+    bool echo_target = false; // the target is a bare echo: what comes back is our query, counted as its reply
     bool answer_queries = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--target")) target_text = argv[i + 1];
         else if (!std::strcmp(argv[i], "--sources")) nsources = std::atoi(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--window")) window = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--echo-target")) echo_target = std::atoi(argv[i + 1]) != 0;
         else if (!std::strcmp(argv[i], "--answer-queries")) answer_queries = std::atoi(argv[i + 1]) != 0;
     }
     const auto target = endpoint::parse(target_text);
@@ -136,7 +138,7 @@ int main(int argc, char** argv) {
                     msg = krpc::message{};
                     parsed = static_cast<bool>(krpc::parse(doc.root(), msg));
                 }
-                if (parsed && msg.type == krpc::message_type::query) {
+                if (parsed && msg.type == krpc::message_type::query && !echo_target) {
                     // The node crawling us: not one of our replies.
                     if (!answer_queries) continue;
                     packet.clear();
