@@ -4,6 +4,9 @@
 # time and peak RSS (which it reports on stderr when it stops). Never run by the tests.
 #
 #   bench/discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]
+# DHTC_TESTNET_ARGS adds testnet options, e.g. "--libtorrent-like" (libtorrent's per-IP
+# blocker, its 6-hour BEP-51 interval, a fifth of the nodes behind NAT); the last line then
+# says how many of our packets a node's blocker ignored (target 0).
 set -euo pipefail
 build=${1:?usage: discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]}
 nodes=${2:-10000} torrents=${3:-10000} seeders=${4:-1000} minutes=${5:-10} misbehave=${6:-0.1}
@@ -18,6 +21,7 @@ trap cleanup EXIT
 duration=$(( minutes * 60 + 300 ))
 "$build/tools/testnet/dhtcrawler-testnet" --nodes "$nodes" --torrents "$torrents" --seeders "$seeders" \
   --misbehave "$misbehave" --seed 5 --quiet --duration "$duration" --truth "$work/truth.json" \
+  ${DHTC_TESTNET_ARGS:-} \
   > "$work/out.txt" 2> "$work/err.txt" &
 tn=$!
 for _ in $(seq 1 300); do grep -q BOOTSTRAP "$work/out.txt" && break; sleep 1; done
@@ -30,4 +34,6 @@ tn=
 # "testnet: done: cpu=12.3s max_rss=113156KiB, ..."
 cpu=$(sed -n 's/.*done: cpu=\([0-9.]*\)s.*/\1/p' "$work/err.txt")
 rss=$(sed -n 's/.*max_rss=\([0-9]*\)KiB.*/\1/p' "$work/err.txt")
-echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null}}"
+blocked=$(sed -n 's/.*blocked=\([0-9]*\) blocks=\([0-9]*\).*/\1/p' "$work/err.txt")
+blocks=$(sed -n 's/.*blocked=\([0-9]*\) blocks=\([0-9]*\).*/\2/p' "$work/err.txt")
+echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null},\"packets_blocked\":${blocked:-null},\"blocks\":${blocks:-null}}"

@@ -48,6 +48,9 @@ struct options {
     std::uint32_t refresh = 300;
     std::int64_t sample_interval = 60;
     std::size_t max_lookups = 256;
+    double block_rate = 0;
+    unsigned block_timeout = 300;
+    double nat = 0;
     bool quiet = false;
     bool stop_on_stdin_eof = false;
 };
@@ -73,6 +76,14 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
   --refresh SECONDS    mean interval of each node's refresh lookup (default 300)
   --sample-interval S  BEP-51 interval the nodes ask for (default 60)
   --max-lookups N      lookups in flight at once (default 256)
+  --block-rate R       libtorrent's per-IP blocker in every node: an IP sending a node more
+                       than R packets/s averaged over 10 s is ignored by it (libtorrent: 5;
+                       default 0 = off); ignored packets are counted (blocked=)
+  --block-timeout S    how long a blocked IP is ignored (libtorrent: 300; default 300)
+  --nat F              share of nodes behind NAT: they query, but queries to them never
+                       arrive, so they never answer and are never in tables (default 0)
+  --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2: the real DHT where it
+                       matters to a crawler (samples are 20 hashes, as always)
   --quiet              no periodic statistics on stderr
   --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
                        holds a pipe open and closes it to say "stop")
@@ -108,6 +119,12 @@ std::optional<options> parse_args(int argc, char** argv) {
             o.stop_on_stdin_eof = true;
             continue;
         }
+        if (a == "--libtorrent-like") {
+            o.block_rate = 5;
+            o.sample_interval = 21600;
+            o.nat = 0.2;
+            continue;
+        }
         if (i + 1 >= argc) {
             std::fprintf(stderr, "missing value for %s\n", argv[i]);
             return std::nullopt;
@@ -128,6 +145,9 @@ std::optional<options> parse_args(int argc, char** argv) {
         else if (a == "--refresh") ok = parse_number(v, o.refresh) && o.refresh > 0;
         else if (a == "--sample-interval") ok = parse_number(v, o.sample_interval) && o.sample_interval >= 0 && o.sample_interval <= 21600;
         else if (a == "--max-lookups") ok = parse_number(v, o.max_lookups) && o.max_lookups > 0;
+        else if (a == "--block-rate") ok = parse_number(v, o.block_rate) && o.block_rate >= 0;
+        else if (a == "--block-timeout") ok = parse_number(v, o.block_timeout);
+        else if (a == "--nat") ok = parse_number(v, o.nat) && o.nat >= 0 && o.nat < 1;
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
             return std::nullopt;
@@ -204,6 +224,9 @@ int run(const options& o) {
     no.churn = o.churn;
     no.refresh = o.refresh;
     no.max_lookups = o.max_lookups;
+    no.block_rate = o.block_rate;
+    no.block_timeout = o.block_timeout;
+    no.nat = o.nat;
     no.node.sample_interval = o.sample_interval;
     no.node.peer_ttl = std::max<seconds>(1800, 2 * o.reannounce + 60);
     network net(io, no);
@@ -315,8 +338,12 @@ int run(const options& o) {
 
     std::size_t served = 0;
     for (std::size_t i = 0; i < torrents.size(); ++i) served += torrents.at(i).first_served_at ? 1 : 0;
-    std::fprintf(stderr, "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full\n", cpu_seconds(),
-                 max_rss_kib(), served, torrents.size());
+    std::fprintf(stderr,
+                 "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full, blocked=%llu blocks=%llu "
+                 "to_nat=%llu\n",
+                 cpu_seconds(), max_rss_kib(), served, torrents.size(),
+                 static_cast<unsigned long long>(net.stats().blocked), static_cast<unsigned long long>(net.stats().blocks),
+                 static_cast<unsigned long long>(net.stats().to_nat));
     if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_endpoints, true, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;

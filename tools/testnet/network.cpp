@@ -43,6 +43,7 @@ std::size_t network::add_node(std::uint32_t ip) {
     hosts_.push_back({ip, id, static_cast<std::int32_t>(nodes_.size()), {}});
     node_host_.push_back(static_cast<std::uint32_t>(index));
     nodes_.emplace_back(id, ip);
+    nodes_.back().behind_nat = opt_.nat > 0 && rng_.chance(opt_.nat);
     by_ip_[ip] = static_cast<std::uint32_t>(index);
     return index;
 }
@@ -119,6 +120,16 @@ void network::on_datagram(const datagram& d) {
         ++stats_.to_offline;
         return;
     }
+    if (h.node >= 0 && opt_.block_rate > 0) {
+        auto& n = nodes_[static_cast<std::size_t>(h.node)];
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const auto v = n.blocker(d.from_ip, t, opt_.block_rate, opt_.block_timeout);
+        if (v != block_verdict::pass) {
+            ++stats_.blocked;
+            if (v == block_verdict::newly_blocked) ++stats_.blocks;
+            return;
+        }
+    }
     if (!bencode::decode(d.bytes, doc_, krpc::packet_limits)) {
         ++stats_.malformed;
         return;
@@ -143,6 +154,10 @@ void network::on_datagram(const datagram& d) {
 void network::on_query(host& h, const krpc::message& m, const datagram& d) {
     if (h.node < 0) return; // a client behind NAT: queries never reach it
     auto& n = nodes_[static_cast<std::size_t>(h.node)];
+    if (n.behind_nat) {
+        ++stats_.to_nat;
+        return;
+    }
     out_.clear();
     n.answer(m, d.from_ip, d.from_port, tokens_, opt_.node, now(), rng_, stats_.nodes, out_);
     if (!out_.empty()) hub_->send(h.ip, d.from_ip, d.from_port, out_);

@@ -32,6 +32,9 @@ struct network_options {
     double churn = 0.1;            ///< average share of nodes away at any time
     seconds refresh = 300;         ///< mean interval between a node's refresh lookups
     std::size_t max_lookups = 256; ///< lookups in flight at once (the rest wait)
+    double block_rate = 0;         ///< libtorrent's blocker: packets/s over 10 s per IP (0: off)
+    seconds block_timeout = 300;
+    double nat = 0;                ///< share of nodes behind NAT
     node_settings node;
 };
 
@@ -54,6 +57,9 @@ struct network_stats {
     std::uint64_t announces_sent = 0;
     std::uint64_t announces_acked = 0;
     std::uint64_t tx_dropped = 0;
+    std::uint64_t blocked = 0;     ///< packets a node's blocker ignored
+    std::uint64_t blocks = 0;      ///< times a node started ignoring an IP
+    std::uint64_t to_nat = 0;      ///< unsolicited queries that a NAT kept from a node
 };
 
 class network {

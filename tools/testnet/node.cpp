@@ -256,3 +256,36 @@ void dht_node::answer(const krpc::message& q, std::uint32_t from_ip, std::uint16
 }
 
 } // namespace dhtc::testnet
+
+namespace dhtc::testnet {
+
+block_verdict dht_node::blocker(std::uint32_t ip, double now, double rate, seconds timeout) {
+    constexpr double window = 10;
+    auto it = std::find_if(senders_.begin(), senders_.end(), [ip](const sender& s) { return s.ip == ip; });
+    if (it == senders_.end()) {
+        if (senders_.size() == max_senders) {
+            // Forget the IP whose window started longest ago (and is not blocked, if any).
+            auto victim = std::min_element(senders_.begin(), senders_.end(), [now](const sender& a, const sender& b) {
+                const bool ab = a.blocked_until > now, bb = b.blocked_until > now;
+                return ab != bb ? !ab : a.window_start < b.window_start;
+            });
+            *victim = sender{ip, now, 0, 0};
+            it = victim;
+        } else {
+            senders_.push_back(sender{ip, now, 0, 0});
+            it = senders_.end() - 1;
+        }
+    }
+    if (it->blocked_until > now) return block_verdict::blocked;
+    if (now - it->window_start >= window) {
+        it->window_start = now;
+        it->count = 0;
+    }
+    if (++it->count > rate * window) {
+        it->blocked_until = now + timeout;
+        return block_verdict::newly_blocked;
+    }
+    return block_verdict::pass;
+}
+
+} // namespace dhtc::testnet

@@ -118,6 +118,8 @@ struct node_stats {
     std::uint64_t errors_sent = 0;
 };
 
+enum class block_verdict : std::uint8_t { pass, blocked, newly_blocked };
+
 class dht_node {
 public:
     dht_node(const id20& id, std::uint32_t ip) : id_(id), ip_(ip), table_(id) {}
@@ -128,6 +130,13 @@ public:
     const routing_table& table() const noexcept { return table_; }
     peer_store& store() noexcept { return store_; }
     bool online = true;
+    bool behind_nat = false; ///< queries out, but unsolicited queries in never reach it
+
+    /// libtorrent's per-IP blocker (dht_block_ratelimit, dht_block_timeout): an IP that sent
+    /// this node more than `rate` packets/s averaged over 10 s is ignored for `timeout`
+    /// seconds. Says whether the packet from `ip` is ignored. Tracks a bounded number of IPs,
+    /// as libtorrent does.
+    block_verdict blocker(std::uint32_t ip, double now_secs, double rate, seconds timeout);
 
     /// Writes the reply to `q` (a parsed query from from_ip:from_port) into `out`.
     void answer(const krpc::message& q, std::uint32_t from_ip, std::uint16_t from_port, const token_keys& tokens,
@@ -135,6 +144,15 @@ public:
 
 private:
     std::string closest_nodes(const id20& target) const;
+
+    struct sender {
+        std::uint32_t ip;
+        double window_start;
+        std::uint32_t count;
+        double blocked_until;
+    };
+    std::vector<sender> senders_; ///< the blocker's IPs, at most max_senders
+    static constexpr std::size_t max_senders = 32;
 
     id20 id_;
     std::uint32_t ip_;
