@@ -55,43 +55,44 @@ void multiplexer::send_reset(const endpoint& to, const packet_view& p) {
     out_.send(to, datagram);
 }
 
-void multiplexer::on_datagram(const endpoint& from, std::string_view datagram) {
+connection* multiplexer::on_datagram(const endpoint& from, std::string_view datagram) {
     ++stats_.datagrams_received;
     packet_view p;
     if (parse_packet(datagram, p) != parse_error::none) {
         ++stats_.malformed;
-        return;
+        return nullptr;
     }
     if (p.h.type == packet_type::syn) {
         const auto recv_id = static_cast<std::uint16_t>(p.h.connection_id + 1);
         if (auto it = connections_.find({from, recv_id}); it != connections_.end()) {
             it->second->on_packet(p); // a repeated SYN: the connection answers it again
             it->second->flush();
-            return;
+            return it->second.get();
         }
         forget_finished();
         if (!cfg_.accept_incoming || connections_.size() >= cfg_.max_connections ||
             incoming_.size() >= cfg_.max_accept_queue) {
             ++stats_.syn_refused;
             send_reset(from, p);
-            return;
+            return nullptr;
         }
         auto c = std::make_shared<connection>(
             connection::accept(out_, clock_, from, p, random16(), cfg_.connection));
         connections_.emplace(key{from, recv_id}, c);
         incoming_.push_back(c);
         ++stats_.connections_opened;
-        return;
+        return nullptr;
     }
     const auto it = connections_.find({from, p.h.connection_id});
     if (it == connections_.end()) {
         ++stats_.unknown_connection;
         if (p.h.type != packet_type::reset) send_reset(from, p);
-        return;
+        return nullptr;
     }
     it->second->on_packet(p);
     if (touched_.empty() || touched_.back() != it->second) touched_.push_back(it->second);
     if (touched_.size() >= max_touched) flush(); // a long batch gets its acks on the way
+    return it->second.get();
 }
 
 void multiplexer::flush() {

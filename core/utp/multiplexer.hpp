@@ -51,8 +51,9 @@ public:
     /// The next accepted incoming connection, or null.
     std::shared_ptr<connection> take_incoming();
 
-    /// One received datagram. The connection it reached is flushed (acks sent) by flush().
-    void on_datagram(const endpoint& from, std::string_view datagram);
+    /// One received datagram; returns the connection it reached (null: none, or a new
+    /// incoming one). That connection's acks go out at flush().
+    connection* on_datagram(const endpoint& from, std::string_view datagram);
     /// Sends the acks the datagrams fed since the last flush made due.
     void flush();
     /// Runs every connection's due timers and forgets closed, released connections.
