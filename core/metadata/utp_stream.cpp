@@ -13,6 +13,7 @@ namespace {
 // Datagrams read in one go after a wake-up before acks go out and streams are woken.
 constexpr int receive_batch = 64;
 constexpr std::size_t max_datagram = 64 * 1024;
+constexpr int socket_buffer_bytes = 4 << 20;
 
 std::optional<endpoint> from_asio(const asio::ip::udp::endpoint& ep) {
     const auto a = ep.address();
@@ -57,6 +58,14 @@ asio::ip::udp::socket* utp_host::socket_for(bool v6, std::error_code& ec) {
     if (!ec && v6) s.set_option(asio::ip::v6_only(true), ec);
     if (!ec) s.bind(local, ec);
     if (!ec) s.non_blocking(true, ec);
+    if (!ec) {
+        // Every session's pieces arrive on this one socket in bursts (a 16 KiB piece is a
+        // dozen datagrams): the default ~200 KiB buffer overflows with a few dozen sessions,
+        // and a lost tail costs a retransmission timeout. The kernel caps it (rmem_max).
+        std::error_code ignored;
+        s.set_option(asio::socket_base::receive_buffer_size(socket_buffer_bytes), ignored);
+        s.set_option(asio::socket_base::send_buffer_size(socket_buffer_bytes), ignored);
+    }
     if (ec) {
         std::error_code ignored;
         s.close(ignored);
