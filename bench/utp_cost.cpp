@@ -8,8 +8,6 @@
 // keeps one connection per torrent from it: the fetches go round-robin over 256 torrents so
 // that concurrent sessions ask for different ones (as a crawl's jobs do).
 //   dhtc-utp-cost [--fetches N] [--concurrency C] [--pieces P]
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "metadata/hashing.hpp"
+#include "bench_util.hpp"
 #include "metadata/peer_session.hpp"
 #include "metadata/utp_stream.hpp"
 #include "support/fake_peer.hpp"
@@ -38,12 +37,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-double thread_cpu_seconds() {
-    timespec t{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
 
 struct settings {
     std::size_t fetches = 1000;
@@ -103,16 +96,15 @@ nlohmann::json run(const settings& s, const mode& m, const seeder& sd) {
                            launch();
                        });
     };
-    const double cpu0 = thread_cpu_seconds();
+    const double cpu0 = bench::thread_cpu_seconds();
     const auto t0 = clock_type::now();
     for (std::size_t i = 0; i < s.concurrency; ++i) launch();
     while (done < s.fetches && io.run_one_for(30s) > 0) {
     }
     const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
-    const double cpu = thread_cpu_seconds() - cpu0;
+    const double cpu = bench::thread_cpu_seconds() - cpu0;
     host->shutdown();
     std::sort(ms.begin(), ms.end());
-    const auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
     return {{"bench", "utp_cost"},
             {"mode", m.name},
             {"fetches", done},
@@ -122,8 +114,8 @@ nlohmann::json run(const settings& s, const mode& m, const seeder& sd) {
             {"concurrency", s.concurrency},
             {"fetches_per_sec", static_cast<double>(done) / wall},
             {"client_cpu_ms_per_fetch", 1000.0 * cpu / static_cast<double>(std::max<std::size_t>(done, 1))},
-            {"p50_ms", pct(0.5)},
-            {"p95_ms", pct(0.95)},
+            {"p50_ms", bench::quantile(ms, 0.5)},
+            {"p95_ms", bench::quantile(ms, 0.95)},
             {"failures", failures},
             {"utp_resets_sent", host->mux_stats().resets_sent},
             {"utp_unknown", host->mux_stats().unknown_connection},

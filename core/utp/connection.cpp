@@ -81,7 +81,7 @@ void connection::fill_sack(std::string& mask) const {
     }
 }
 
-void connection::send_control(packet_type type) {
+header connection::make_header(packet_type type, std::uint16_t seq) const noexcept {
     header h;
     h.type = type;
     // A SYN names the id the peer must use to reach us; everything else the peer's id.
@@ -89,8 +89,13 @@ void connection::send_control(packet_type type) {
     h.timestamp_us = now_us();
     h.timestamp_diff_us = reply_micro_;
     h.wnd_size = receive_window();
-    h.seq_nr = seq_nr_;
+    h.seq_nr = seq;
     h.ack_nr = ack_nr_;
+    return h;
+}
+
+void connection::send_control(packet_type type) {
+    const header h = make_header(type, seq_nr_);
     std::string sack;
     if (type == packet_type::state) fill_sack(sack);
     std::string datagram;
@@ -105,14 +110,7 @@ void connection::send_control(packet_type type) {
 }
 
 void connection::send_data_packet(std::uint16_t seq, sent_packet& sp) {
-    header h;
-    h.type = sp.fin ? packet_type::fin : packet_type::data;
-    h.connection_id = send_id_;
-    h.timestamp_us = now_us();
-    h.timestamp_diff_us = reply_micro_;
-    h.wnd_size = receive_window();
-    h.seq_nr = seq;
-    h.ack_nr = ack_nr_;
+    const header h = make_header(sp.fin ? packet_type::fin : packet_type::data, seq);
     std::string sack;
     fill_sack(sack);
     std::string datagram;

@@ -138,6 +138,7 @@ private:
 
     std::uint32_t now_us() const noexcept;
     std::uint32_t receive_window() const noexcept;
+    header make_header(packet_type type, std::uint16_t seq) const noexcept;
     void send_control(packet_type type);
     void send_data_packet(std::uint16_t seq, sent_packet& sp);
     void fill_sack(std::string& mask) const;
