@@ -123,6 +123,7 @@ void connection::send_data_packet(std::uint16_t seq, sent_packet& sp) {
     ++stats_.packets_sent;
     ack_due_ = false;
     if (rto_deadline_ == time_point::max()) arm_rto();
+    arm_tail_probe();
     out_.send(peer_, datagram);
 }
 
@@ -176,6 +177,26 @@ void connection::try_send() {
 }
 
 void connection::arm_rto() noexcept { rto_deadline_ = clock_.now() + rto_; }
+
+void connection::arm_tail_probe() noexcept {
+    // Only with a round-trip sample: before one, the timeout is all we know.
+    if (srtt_.count() == 0 || tail_probe_sent_ || in_flight_ == 0) return;
+    tail_probe_deadline_ =
+        clock_.now() + std::max<microseconds>(2 * srtt_, std::chrono::duration_cast<microseconds>(cfg_.tail_probe_floor));
+}
+
+void connection::send_tail_probe() {
+    tail_probe_deadline_ = time_point::max();
+    for (std::size_t i = 0; i < outbuf_.size(); ++i) {
+        sent_packet& sp = outbuf_[i];
+        if (sp.acked || sp.need_resend) continue;
+        tail_probe_sent_ = true;
+        ++stats_.tail_probes;
+        in_flight_ -= sp.payload.size(); // sent again: counted again below
+        send_data_packet(static_cast<std::uint16_t>(acked_seq_ + 1 + i), sp);
+        return;
+    }
+}
 
 void connection::ack_one(sent_packet& sp, time_point now, std::size_t& bytes_acked) {
     if (sp.acked) return;
@@ -270,6 +291,9 @@ void connection::handle_ack(const packet_view& p) {
         consecutive_timeouts_ = 0;
         rto_deadline_ = time_point::max();
         if (!outbuf_.empty()) arm_rto();
+        tail_probe_sent_ = false;
+        tail_probe_deadline_ = time_point::max();
+        arm_tail_probe();
     } else if (p.h.type == packet_type::state && in_flight_ > 0 && bytes_acked == 0) {
         lost = ++dup_acks_ >= loss_ack_threshold;
     }
@@ -386,7 +410,9 @@ void connection::tick() {
         finish(close_reason::timed_out);
         return;
     }
+    if (state_ == conn_state::connected && now >= tail_probe_deadline_ && now < rto_deadline_) send_tail_probe();
     if (now >= rto_deadline_) {
+        tail_probe_deadline_ = time_point::max();
         ++stats_.timeouts;
         rto_ = std::min(rto_ * 2, std::chrono::duration_cast<microseconds>(cfg_.max_rto));
         if (state_ == conn_state::syn_sent) {
@@ -426,7 +452,7 @@ void connection::tick() {
 time_point connection::next_timer() const noexcept {
     if (state_ == conn_state::closed) return time_point::max();
     time_point t = rto_deadline_;
-    if (state_ == conn_state::connected) t = std::min(t, last_received_ + cfg_.idle_timeout);
+    if (state_ == conn_state::connected) t = std::min({t, tail_probe_deadline_, last_received_ + cfg_.idle_timeout});
     return t;
 }
 
@@ -480,6 +506,7 @@ void connection::finish(enum close_reason r) noexcept {
     state_ = conn_state::closed;
     reason_ = r;
     rto_deadline_ = time_point::max();
+    tail_probe_deadline_ = time_point::max();
     outbuf_.clear();
     pending_.clear();
     pending_begin_ = 0;

@@ -1,8 +1,8 @@
 // One uTP (BEP-29) connection as a socket-free state machine: it sends datagrams through a
 // transport, reads time from a clock, and is fed the datagrams the multiplexer routes to it.
 // Reliability: 16-bit sequence and ack numbers, a bounded reorder buffer, selective acks,
-// retransmission on timeout (RFC 6298 estimator, Karn's rule) and after 3 duplicate acks
-// or 3 packets selectively acked past a hole. Congestion: LEDBAT (target queuing delay,
+// retransmission on timeout (RFC 6298 estimator, Karn's rule), after 3 duplicate acks
+// or 3 packets selectively acked past a hole, and by a tail probe after ~2 RTTs. Congestion: LEDBAT (target queuing delay,
 // measured from the peer's timestamp differences) after a slow start, within the peer's
 // advertised window. The owner calls tick() at next_timer() and flush() after feeding a
 // batch of datagrams (acks are coalesced per batch).
@@ -42,6 +42,10 @@ struct connection_config {
     std::chrono::milliseconds initial_rto{1000};
     std::chrono::milliseconds min_rto{500};
     std::chrono::milliseconds max_rto{16'000};
+    /// A tail probe resends the oldest unacknowledged packet once when no ack came for
+    /// max(2 x srtt, this) after the last send: a lost packet with nothing behind it to
+    /// draw duplicate acks would otherwise wait for the (at least 500 ms) timeout.
+    std::chrono::milliseconds tail_probe_floor{10};
     /// Nothing received for this long while connected: dead.
     std::chrono::seconds idle_timeout{60};
 };
@@ -69,6 +73,7 @@ struct connection_stats {
     std::uint64_t retransmits = 0;         ///< every resent DATA, FIN or SYN
     std::uint64_t fast_retransmits = 0;    ///< resent after duplicate or selective acks
     std::uint64_t timeouts = 0;            ///< retransmission timer expiries
+    std::uint64_t tail_probes = 0;         ///< packets resent by the tail probe
     std::uint64_t duplicates_received = 0; ///< DATA already received (in order or held)
     std::uint64_t dropped_window = 0;      ///< DATA beyond the receive buffer or reorder cap
     std::uint64_t bad_acks = 0;            ///< acks of sequence numbers never sent
@@ -150,6 +155,8 @@ private:
     void handle_data(const packet_view& p);
     void deliver_in_order();
     void arm_rto() noexcept;
+    void arm_tail_probe() noexcept;
+    void send_tail_probe();
     void finish(enum close_reason r) noexcept;
     std::size_t buffered_receive() const noexcept { return readable() + held_bytes_; }
     std::size_t send_buffered() const noexcept { return pending_.size() - pending_begin_ + unacked_bytes_; }
@@ -187,6 +194,8 @@ private:
     std::chrono::microseconds rto_;
     unsigned consecutive_timeouts_ = 0;
     time_point rto_deadline_ = time_point::max();
+    time_point tail_probe_deadline_ = time_point::max();
+    bool tail_probe_sent_ = false; ///< once per flight: until an ack moves acked_seq_
     unsigned syn_sent_count_ = 0;
 
     // Receive side.

@@ -237,6 +237,25 @@ TEST_CASE("utp: a lost packet is resent after three duplicate acks, before any t
     CHECK(c->stats().timeouts == 0);
 }
 
+TEST_CASE("utp: a lost packet with nothing behind it is resent by the tail probe, before the timeout") {
+    pair_fixture f;
+    auto [c, s] = f.establish();
+    REQUIRE(c);
+    REQUIRE(s);
+    CHECK(f.transfer(*c, *s, "warm-up") == "warm-up"); // a round-trip sample
+    bool dropped = false;
+    f.link.filter = [&](const endpoint& from, const endpoint&, const std::string& bytes) {
+        if (dropped || from != f.a || bytes.size() <= header_size) return false;
+        return dropped = true; // the request alone: no later packet can draw duplicate acks
+    };
+    const time_point start = f.clk.now();
+    CHECK(f.transfer(*c, *s, "request") == "request");
+    CHECK(dropped);
+    CHECK(c->stats().tail_probes == 1);
+    CHECK(c->stats().timeouts == 0);
+    CHECK(f.clk.now() - start < 200ms); // simulated: two 20 ms round trips, not a 500 ms timeout
+}
+
 TEST_CASE("utp: a receiver that stops reading stalls the sender, which resumes when it reads") {
     multiplexer_config small = pair_fixture::server_config();
     small.connection.receive_buffer = 16 * 1024;
