@@ -43,10 +43,11 @@ std::shared_ptr<utp_host> utp_host::create(const asio::any_io_executor& ex, std:
 
 utp_host::utp_host(const asio::any_io_executor& ex, std::optional<ip_address> bind_v4,
                    const utp::multiplexer_config& cfg)
-    : ex_(ex), bind_v4_(bind_v4), mux_(*this, clock_, cfg), v4_(ex), v6_(ex), timer_(ex), buffer_(max_datagram) {}
+    : ex_(ex), bind_v4_(bind_v4), mux_(*this, clock_, cfg), v4_(ex), v6_(ex), timer_(ex) {}
 
 asio::ip::udp::socket* utp_host::socket_for(bool v6, std::error_code& ec) {
-    auto& s = v6 ? v6_ : v4_;
+    endpoint_socket& es = v6 ? v6_ : v4_;
+    auto& s = es.socket;
     if (s.is_open()) return &s;
     if (shut_) {
         ec = asio::error::shut_down;
@@ -71,7 +72,8 @@ asio::ip::udp::socket* utp_host::socket_for(bool v6, std::error_code& ec) {
         s.close(ignored);
         return nullptr;
     }
-    receive(&s);
+    es.buffer.resize(max_datagram);
+    receive(&es);
     return &s;
 }
 
@@ -118,27 +120,27 @@ bool utp_host::send(const endpoint& to, std::string_view payload) {
     return true;
 }
 
-void utp_host::receive(asio::ip::udp::socket* s) {
-    s->async_receive_from(asio::buffer(buffer_), from_,
-                          [self = shared_from_this(), s](const std::error_code& ec, std::size_t n) {
-                              if (self->shut_ || ec == asio::error::operation_aborted || !s->is_open()) return;
-                              if (!ec) self->on_received(self->from_, n);
-                              // Drain what else is queued without waiting, then answer once.
-                              for (int i = 1; i < receive_batch; ++i) {
-                                  std::error_code e;
-                                  const std::size_t m = s->receive_from(asio::buffer(self->buffer_), self->from_, 0, e);
-                                  if (e) break;
-                                  self->on_received(self->from_, m);
-                              }
-                              self->after_batch();
-                              self->receive(s);
-                          });
+void utp_host::receive(endpoint_socket* es) {
+    es->socket.async_receive_from(
+        asio::buffer(es->buffer), es->from, [self = shared_from_this(), es](const std::error_code& ec, std::size_t n) {
+            if (self->shut_ || ec == asio::error::operation_aborted || !es->socket.is_open()) return;
+            if (!ec) self->on_received(*es, n);
+            // Drain what else is queued without waiting, then answer once.
+            for (int i = 1; i < receive_batch; ++i) {
+                std::error_code e;
+                const std::size_t m = es->socket.receive_from(asio::buffer(es->buffer), es->from, 0, e);
+                if (e) break;
+                self->on_received(*es, m);
+            }
+            self->after_batch();
+            self->receive(es);
+        });
 }
 
-void utp_host::on_received(const asio::ip::udp::endpoint& from, std::size_t n) {
-    const auto peer = from_asio(from);
+void utp_host::on_received(endpoint_socket& es, std::size_t n) {
+    const auto peer = from_asio(es.from);
     if (!peer) return;
-    const utp::connection* c = mux_.on_datagram(*peer, std::string_view(buffer_.data(), n));
+    const utp::connection* c = mux_.on_datagram(*peer, std::string_view(es.buffer.data(), n));
     if (c && (touched_.empty() || touched_.back() != c)) touched_.push_back(c);
 }
 
@@ -168,8 +170,8 @@ void utp_host::shutdown() noexcept {
     shut_ = true;
     std::error_code ignored;
     timer_.cancel();
-    v4_.close(ignored);
-    v6_.close(ignored);
+    v4_.socket.close(ignored);
+    v6_.socket.close(ignored);
     for (auto& [c, w] : watchers_) w->cancel();
 }
 

@@ -52,9 +52,17 @@ public:
     utp_host(const asio::any_io_executor& ex, std::optional<ip_address> bind_v4, const utp::multiplexer_config& cfg);
 
 private:
+    // One socket with its own receive buffer: both families may have a receive pending.
+    struct endpoint_socket {
+        explicit endpoint_socket(const asio::any_io_executor& ex) : socket(ex) {}
+        asio::ip::udp::socket socket;
+        std::vector<char> buffer;
+        asio::ip::udp::endpoint from;
+    };
+
     asio::ip::udp::socket* socket_for(bool v6, std::error_code& ec);
-    void receive(asio::ip::udp::socket* s);
-    void on_received(const asio::ip::udp::endpoint& from, std::size_t n);
+    void receive(endpoint_socket* s);
+    void on_received(endpoint_socket& s, std::size_t n);
     void after_batch();
     void arm_timer();
     void wake(const utp::connection* c);
@@ -63,12 +71,10 @@ private:
     std::optional<ip_address> bind_v4_;
     steady_clock_source clock_;
     utp::multiplexer mux_;
-    asio::ip::udp::socket v4_;
-    asio::ip::udp::socket v6_;
+    endpoint_socket v4_;
+    endpoint_socket v6_;
     asio::steady_timer timer_;
     time_point armed_ = time_point::max();
-    std::vector<char> buffer_;
-    asio::ip::udp::endpoint from_;
     std::unordered_map<const utp::connection*, asio::steady_timer*> watchers_;
     std::vector<const utp::connection*> touched_;
     bool shut_ = false;
