@@ -2,11 +2,14 @@
 #pragma once
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <vector>
 
 #include "util/id20.hpp"
 
@@ -18,6 +21,19 @@ inline double cpu_seconds() {
     ::getrusage(RUSAGE_SELF, &u);
     return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/// CPU time of the calling thread so far, in seconds.
+inline double thread_cpu_seconds() {
+    timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+/// The `p` quantile (0..1) of an ascending sample; 0 when it is empty.
+inline double quantile(const std::vector<double>& sorted, double p) {
+    if (sorted.empty()) return 0.0;
+    return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(p * static_cast<double>(sorted.size())))];
 }
 
 /// Resident set size in bytes, from /proc/self/statm (pages).

@@ -4,8 +4,6 @@
 // fetch (the seeder's CPU is on another thread and not counted), and the p50/p95 session
 // time. Never run by the tests; see docs/performance.md.
 //   dhtc-mse-cost [--fetches N] [--size BYTES] [--concurrency C]
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include <asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_util.hpp"
 #include "metadata/peer_session.hpp"
 #include "support/fake_peer.hpp"
 
@@ -27,12 +26,6 @@ using namespace dhtc;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-double thread_cpu_seconds() {
-    timespec t{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
 
 struct settings {
     std::size_t fetches = 2000;
@@ -78,14 +71,13 @@ nlohmann::json run(const settings& s, const mode& m, const std::string& info) {
                            launch();
                        });
     };
-    const double cpu0 = thread_cpu_seconds();
+    const double cpu0 = bench::thread_cpu_seconds();
     const auto t0 = clock_type::now();
     for (std::size_t i = 0; i < s.concurrency; ++i) launch();
     io.run();
     const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
-    const double cpu = thread_cpu_seconds() - cpu0;
+    const double cpu = bench::thread_cpu_seconds() - cpu0;
     std::sort(ms.begin(), ms.end());
-    const auto pct = [&](double p) { return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
     return {{"bench", "mse_cost"},
             {"mode", m.name},
             {"fetches", done},
@@ -95,8 +87,8 @@ nlohmann::json run(const settings& s, const mode& m, const std::string& info) {
             {"concurrency", s.concurrency},
             {"fetches_per_sec", done / wall},
             {"client_cpu_ms_per_fetch", 1000.0 * cpu / static_cast<double>(std::max<std::size_t>(done, 1))},
-            {"p50_ms", pct(0.5)},
-            {"p95_ms", pct(0.95)}};
+            {"p50_ms", bench::quantile(ms, 0.5)},
+            {"p95_ms", bench::quantile(ms, 0.95)}};
 }
 
 } // namespace

@@ -27,6 +27,7 @@ std::string completion_json(const completion& c) {
     j["attempts"] = c.attempts;
     j["peer"] = or_null(c.peer.has_value(), c.peer ? c.peer->to_string() : std::string());
     j["encryption"] = or_null(c.encryption.has_value(), c.encryption ? std::string(to_string(*c.encryption)) : std::string());
+    j["transport"] = or_null(c.transport.has_value(), c.transport ? std::string(to_string(*c.transport)) : std::string());
     j["round"] = c.round;
     return dump(j);
 }
@@ -64,7 +65,7 @@ std::string gate_json(std::uint64_t id, const id20& info_hash) {
 }
 
 std::string torrent_json(const delivery& d) {
-    return metadata::to_json_line(d.info, metadata::delivery_details{d.peer, d.discovered_at, to_string(d.encryption)});
+    return metadata::to_json_line(d.info, metadata::delivery_details{d.peer, d.discovered_at, to_string(d.encryption), to_string(d.transport)});
 }
 
 std::string torrent_envelope_json(std::uint64_t id, const delivery& d) {

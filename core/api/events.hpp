@@ -72,6 +72,11 @@ enum class stream_encryption : std::uint8_t { plaintext = 0, rc4 = 1 };
 inline constexpr std::size_t stream_encryption_count = 2;
 inline std::string_view to_string(stream_encryption e) noexcept { return e == stream_encryption::rc4 ? "rc4" : "plaintext"; }
 
+/// Which transport carried a fetch: TCP or uTP (BEP-29).
+enum class stream_transport : std::uint8_t { tcp = 0, utp = 1 };
+inline constexpr std::size_t stream_transport_count = 2;
+inline std::string_view to_string(stream_transport t) noexcept { return t == stream_transport::utp ? "utp" : "tcp"; }
+
 struct completion {
     id20 info_hash;
     outcome result = outcome::accepted;
@@ -79,6 +84,7 @@ struct completion {
     unsigned attempts = 0;                       ///< real peer attempts (cache hits excluded)
     std::optional<endpoint> peer;                ///< the peer that served the metadata, if any
     std::optional<stream_encryption> encryption; ///< set with peer: the stream that served it
+    std::optional<stream_transport> transport;   ///< set with peer: the transport that served it
     std::uint32_t round = 0; ///< retry store: failed rounds before this one (0: a first round)
 };
 
@@ -89,6 +95,7 @@ struct delivery {
     endpoint peer;
     std::chrono::system_clock::time_point discovered_at;
     stream_encryption encryption = stream_encryption::plaintext; ///< the stream that served it
+    stream_transport transport = stream_transport::tcp;          ///< the transport that served it
 };
 
 // ---- From the retry store --------------------------------------------------------------------

@@ -50,7 +50,8 @@ enum class special : std::uint8_t {
     store_conninfo,
     owner_id,
     ladder,
-    encryption
+    encryption,
+    transports
 };
 constexpr std::size_t max_ladder_steps = 64;
 constexpr std::size_t max_text_option = 4096; // paths, connection strings, owner ids
@@ -108,6 +109,7 @@ const field fields[] = {
     {"metadata.gate_timeout_millis", uint_ref{[](O& o) -> auto& { return o.metadata.gate_timeout_millis; }}, 1},
     {"metadata.gate_default", bool_ref{[](O& o) -> auto& { return o.metadata.gate_default; }}},
     {"metadata.encryption", special::encryption},
+    {"metadata.transports", special::transports},
     {"metadata.delivered_filter.capacity",
      size_ref{[](O& o) -> auto& { return o.metadata.delivered_filter_capacity; }}, 0, table_max},
     {"metadata.delivered_filter.period_secs",
@@ -469,6 +471,12 @@ bool apply_special(parse_state& st, const field& f, special s, const json& v) {
             return st.fail(options_status::invalid_value, path,
                            quote(*text) + R"( is not one of "prefer_plaintext", "prefer_encrypted", "require", "disable")");
         return true;
+    case special::transports:
+        if (const auto p = metadata::parse_transport_policy(*text))
+            st.o.metadata.transports = *p;
+        else
+            return st.fail(options_status::invalid_value, path, quote(*text) + R"( is not one of "tcp", "utp", "both")");
+        return true;
     case special::netmode:
         if (*text == "ipv4")
             st.o.dht.mode = engine::netmode::ipv4;
@@ -750,6 +758,7 @@ nlohmann::json to_json(const api::crawler_options& o) {
                     case special::owner_id: at = o.retry.owner_id; break;
                     case special::ladder: at = o.retry.policy.ladder_secs; break;
                     case special::encryption: at = std::string(metadata::to_string(o.metadata.encryption)); break;
+                    case special::transports: at = std::string(metadata::to_string(o.metadata.transports)); break;
                     }
                 } else {
                     at = ref.at(m);

@@ -1,8 +1,5 @@
 #include "metadata/peer_session.hpp"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -13,43 +10,41 @@
 
 #include <asio/cancellation_state.hpp>
 #include <asio/cancellation_type.hpp>
-#include <asio/ip/tcp.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
-#include <asio/write.hpp>
 
 #include "bencode/decoder.hpp"
+#include "metadata/tcp_stream.hpp"
+#include "metadata/utp_stream.hpp"
 
 namespace dhtc::metadata {
 
 namespace {
 
 using clock = std::chrono::steady_clock;
-using asio::ip::tcp;
 
 // Enough for the handshakes and small messages; the buffer grows once to a metadata
 // piece (~16.5 KiB) and beyond only for a peer that sends a large bitfield.
 constexpr std::size_t initial_read_buffer = 4096;
 
-asio::ip::address to_asio(const ip_address& a) {
-    if (a.is_v6()) {
-        asio::ip::address_v6::bytes_type b;
-        std::memcpy(b.data(), a.raw().data(), 16);
-        return asio::ip::address_v6(b);
-    }
-    return asio::ip::address_v4(a.to_v4_uint());
-}
-
-// The socket and the timers the watchdog touches. The watchdog's handler holds only a
-// weak_ptr: it may already be queued when the session ends and the frame is gone.
+// The stream of the current try and the timers that end it. The timers' handlers hold
+// only a weak_ptr: one may already be queued when the session ends and the frame is gone.
 struct connection {
-    explicit connection(const asio::any_io_executor& ex) : socket(ex), watchdog(ex), idle(ex) {}
-    tcp::socket socket;
+    explicit connection(const asio::any_io_executor& ex) : executor(ex), watchdog(ex), idle(ex), connect_limit(ex) {}
+    asio::any_io_executor executor;
+    std::unique_ptr<byte_stream> stream;
     asio::steady_timer watchdog;
     asio::steady_timer idle;
+    asio::steady_timer connect_limit; ///< a first try's connect, when another transport may follow
+    std::weak_ptr<connection> self; ///< for the timers' handlers
     bool expired = false;
+    bool connect_expired = false;
+
+    void close_stream() noexcept {
+        if (stream) stream->close();
+    }
 };
 
 // The one receive buffer of a session: bytes [begin_, end_) are unread.
@@ -115,23 +110,35 @@ public:
         rx_.set_hard_cap(req.max_message + 4);
     }
 
+    // Tries until one works, with at most one fallback per dimension (encryption, then
+    // transport), each on a new connection inside the same deadline.
     asio::awaitable<void> run() {
         const encryption_policy policy = req_.encryption;
         bool use_mse = policy == encryption_policy::prefer_encrypted || policy == encryption_policy::require;
-        const bool may_fall_back =
+        encryption_fallback_left_ =
             policy == encryption_policy::prefer_plaintext || policy == encryption_policy::prefer_encrypted;
         if (use_mse && policy == encryption_policy::prefer_encrypted && !mse::rc4_available()) use_mse = false;
-        for (int attempt = 0; attempt < 2; ++attempt) {
-            const bool last = attempt == 1 || !may_fall_back;
+        bool use_utp = req_.transports == transport_policy::utp;
+        transport_fallback_left_ = req_.transports == transport_policy::both;
+        for (std::size_t attempt = 0; attempt < max_tries; ++attempt) {
             result.tries = static_cast<std::uint8_t>(attempt + 1);
             result.used_mse = use_mse;
-            const bool ok = co_await try_once(use_mse);
+            result.transport = use_utp ? api::stream_transport::utp : api::stream_transport::tcp;
+            result.try_modes[attempt] = static_cast<std::uint8_t>((use_mse ? try_mse : 0) | (use_utp ? try_utp : 0));
+            const bool ok = co_await try_once(use_mse, use_utp);
             if (ok) co_return;
-            if (last || !fallback_worthy()) co_return;
-            // A new connection in the other mode, inside the same deadline.
+            switch (next_fallback(use_mse)) {
+            case fallback::none: co_return;
+            case fallback::encryption:
+                encryption_fallback_left_ = false;
+                use_mse = !use_mse;
+                break;
+            case fallback::transport:
+                transport_fallback_left_ = false;
+                use_utp = true;
+                break;
+            }
             reset_for_retry();
-            use_mse = !use_mse;
-            if (use_mse && !mse::rc4_available()) co_return;
         }
     }
 
@@ -140,9 +147,9 @@ public:
 private:
     // One try: connect, (MSE), handshakes, conversation. True when the session is over
     // for good (success or a failure after the BitTorrent handshake).
-    asio::awaitable<bool> try_once(bool use_mse) {
+    asio::awaitable<bool> try_once(bool use_mse, bool use_utp) {
         // GCC 12 miscompiles co_await inside an if condition: every await is a statement.
-        bool ok = co_await connect();
+        bool ok = co_await connect(use_utp);
         if (!ok) co_return false;
         if (use_mse) {
             ok = co_await mse_exchange();
@@ -154,21 +161,35 @@ private:
         co_return true;
     }
 
-    // The peer closed the connection before its BitTorrent handshake, or MSE failed: the
-    // other mode may do better. Not after a refused connect, a cancel or the deadline (a
-    // silent peer is silent in both modes).
-    bool fallback_worthy() const noexcept {
-        if (!result.connected || handshake_done_) return false;
-        if (cancel_.cancelled() != asio::cancellation_type::none) return false;
-        if (conn_.expired || clock::now() >= req_.deadline) return false;
-        if (result.mse_error != mse::mse_error::none) return true;
-        return result.failure == session_failure::handshake_failed && result.error == wire::wire_error::short_handshake;
+    enum class fallback : std::uint8_t { none, encryption, transport };
+
+    // What the next try changes, if anything. A refused or silent connect: the transport
+    // (a uTP-only peer refuses or ignores TCP; another encryption would not help). The peer
+    // closed before its BitTorrent handshake, or MSE failed: the encryption first (the
+    // commoner cause: a peer forcing or refusing PE), then the transport (libtorrent
+    // without incoming TCP accepts and closes). Never after a cancel, the deadline, or a
+    // failure after the handshake.
+    fallback next_fallback(bool use_mse) const noexcept {
+        if (handshake_done_) return fallback::none;
+        if (cancel_.cancelled() != asio::cancellation_type::none) return fallback::none;
+        if (conn_.expired || clock::now() >= req_.deadline) return fallback::none;
+        if (!result.connected) {
+            const bool connect_failed =
+                result.failure == session_failure::connect_refused || result.failure == session_failure::connect_timeout;
+            return connect_failed && transport_fallback_left_ ? fallback::transport : fallback::none;
+        }
+        const bool closed_early =
+            result.mse_error != mse::mse_error::none ||
+            (result.failure == session_failure::handshake_failed && result.error == wire::wire_error::short_handshake);
+        if (!closed_early) return fallback::none;
+        if (encryption_fallback_left_ && (use_mse || mse::rc4_available())) return fallback::encryption;
+        if (transport_fallback_left_) return fallback::transport;
+        return fallback::none;
     }
 
     void reset_for_retry() noexcept {
-        std::error_code ignored;
-        conn_.socket.set_option(asio::socket_base::linger(true, 0), ignored);
-        conn_.socket.close(ignored);
+        conn_.close_stream();
+        conn_.connect_expired = false;
         rx_.consume(rx_.pending().size());
         encrypt_.reset();
         decrypt_.reset();
@@ -249,7 +270,7 @@ private:
     void fail_net(const std::error_code& ec) noexcept {
         result.net_error = ec;
         if (!result.connected)
-            fail(session_failure::connect_refused);
+            fail(ec == asio::error::timed_out ? session_failure::connect_timeout : session_failure::connect_refused);
         else if (!handshake_done_)
             fail(session_failure::handshake_failed, wire::wire_error::short_handshake);
         else
@@ -270,40 +291,48 @@ private:
         return false;
     }
 
-    asio::awaitable<bool> connect() {
-        std::error_code ec;
-        tcp::endpoint ep(to_asio(req_.peer.address), req_.peer.port);
-        conn_.socket.open(ep.protocol(), ec);
-        if (!ec && req_.bind_address) {
-            // Without this, bind() takes a local port for the address alone, and closed
-            // connections keep theirs in TIME_WAIT for a minute: at hundreds of fetches a
-            // second the ephemeral range runs dry. With it the port is picked at connect(),
-            // unique only per destination.
-            const int one = 1;
-            ::setsockopt(conn_.socket.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-            conn_.socket.bind(tcp::endpoint(to_asio(*req_.bind_address), 0), ec);
-        }
-        if (ec) {
-            fail_net(ec);
+    // A new stream of the chosen transport, connected. When another transport may follow,
+    // this connect gets half of what is left of the deadline, so a silent peer leaves time
+    // for the other.
+    asio::awaitable<bool> connect(bool use_utp) {
+        if (use_utp && !req_.utp) {
+            fail(session_failure::connect_refused); // no uTP host configured
             co_return false;
         }
-        co_await conn_.socket.async_connect(ep, asio::redirect_error(asio::use_awaitable, ec));
+        if (use_utp)
+            conn_.stream = std::make_unique<utp_stream>(conn_.executor, req_.utp);
+        else
+            conn_.stream = std::make_unique<tcp_stream>(conn_.executor);
+        const bool limited = transport_fallback_left_ && !use_utp;
+        if (limited) {
+            const clock::time_point now = clock::now();
+            conn_.connect_limit.expires_at(now + (req_.deadline - now) / 2);
+            conn_.connect_limit.async_wait([weak = conn_.self](const std::error_code& ec) {
+                if (ec) return; // cancelled: the connect finished first
+                if (auto c = weak.lock()) {
+                    c->connect_expired = true;
+                    c->close_stream();
+                }
+            });
+        }
+        const std::error_code ec = co_await conn_.stream->connect(req_.peer, req_.bind_address);
+        if (limited) conn_.connect_limit.cancel();
         if (interrupted()) co_return false;
+        if (conn_.connect_expired) {
+            fail(session_failure::connect_timeout);
+            co_return false;
+        }
         if (ec) {
             fail_net(ec);
             co_return false;
         }
         result.connected = true;
-        std::error_code ignored;
-        // Requests are tiny and each waits for the previous piece: Nagle would hold them.
-        conn_.socket.set_option(tcp::no_delay(true), ignored);
         co_return true;
     }
 
     asio::awaitable<bool> write_tx() {
         if (encrypt_) encrypt_->apply(tx_.data(), tx_.size());
-        std::error_code ec;
-        co_await asio::async_write(conn_.socket, asio::buffer(tx_), asio::redirect_error(asio::use_awaitable, ec));
+        const std::error_code ec = co_await conn_.stream->write(tx_);
         if (interrupted()) co_return false;
         if (ec) {
             fail_net(ec);
@@ -318,9 +347,7 @@ private:
             fail_wire(wire::wire_error::message_too_large);
             co_return false;
         }
-        std::error_code ec;
-        const std::size_t n =
-            co_await conn_.socket.async_read_some(rx_.free_space(), asio::redirect_error(asio::use_awaitable, ec));
+        const auto [n, ec] = co_await conn_.stream->read_some(rx_.free_space());
         if (decrypt_ && n) decrypt_->apply(static_cast<char*>(rx_.free_space().data()), n);
         rx_.commit(n);
         result.bytes_received += n;
@@ -536,6 +563,8 @@ private:
     std::string tx_;
     bencode::document doc_;
     bool handshake_done_ = false;
+    bool encryption_fallback_left_ = false;
+    bool transport_fallback_left_ = false;
     std::unique_ptr<mse::rc4> encrypt_; // set after an MSE exchange that selected RC4
     std::unique_ptr<mse::rc4> decrypt_;
     bool have_ext_ = false;
@@ -564,6 +593,21 @@ std::optional<encryption_policy> parse_encryption_policy(std::string_view s) noe
     return std::nullopt;
 }
 
+std::string_view to_string(transport_policy p) noexcept {
+    switch (p) {
+    case transport_policy::tcp: return "tcp";
+    case transport_policy::utp: return "utp";
+    case transport_policy::both: return "both";
+    }
+    return "tcp";
+}
+
+std::optional<transport_policy> parse_transport_policy(std::string_view s) noexcept {
+    for (auto p : {transport_policy::tcp, transport_policy::utp, transport_policy::both})
+        if (to_string(p) == s) return p;
+    return std::nullopt;
+}
+
 asio::awaitable<session_result> run_peer_session(session_request request, piece_source& source,
                                                  std::uint32_t session_slot) {
     const clock::time_point start = clock::now();
@@ -573,6 +617,7 @@ asio::awaitable<session_result> run_peer_session(session_request request, piece_
 
     const asio::any_io_executor ex = co_await asio::this_coro::executor;
     auto conn = std::make_shared<connection>(ex);
+    conn->self = conn;
     // One timer for the whole attempt: on expiry it closes the socket, which aborts
     // whatever the session is waiting for, so no phase can extend the deadline.
     conn->watchdog.expires_at(request.deadline);
@@ -580,22 +625,18 @@ asio::awaitable<session_result> run_peer_session(session_request request, piece_
         if (ec) return;
         if (auto c = weak.lock()) {
             c->expired = true;
-            std::error_code ignored;
-            c->socket.close(ignored);
+            c->close_stream();
             c->idle.cancel();
+            c->connect_limit.cancel();
         }
     });
 
     session s(request, source, session_slot, *conn, cancel);
     co_await s.run();
 
-    std::error_code ignored;
     conn->watchdog.cancel();
-    // An abortive close (RST): the session is over either way, and a crawler closing
-    // hundreds of connections a second would otherwise keep each local port in TIME_WAIT
-    // for a minute, which makes every later connect() search longer for a free port.
-    conn->socket.set_option(asio::socket_base::linger(true, 0), ignored);
-    conn->socket.close(ignored);
+    conn->connect_limit.cancel();
+    conn->close_stream(); // abortive: the session is over either way (see the streams)
     s.result.elapsed = clock::now() - start;
     co_return s.result;
 }

@@ -1,12 +1,14 @@
-// One TCP conversation with one peer that fetches metadata pieces: the BEP-3 handshake, the
+// One conversation (over TCP or uTP, see byte_stream.hpp) with one peer that fetches metadata pieces: the BEP-3 handshake, the
 // BEP-10 extension handshake and BEP-9 ut_metadata requests, under a single end-to-end
 // deadline. Pieces come from and go to a piece_source, so several sessions can share the
 // pieces of one info dict. The bytes are not verified here: the job hashes the assembled
 // dict and penalises peers.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -50,6 +52,24 @@ std::optional<encryption_policy> parse_encryption_policy(std::string_view s) noe
 
 /// Which stream carried the session (after an MSE plaintext select: plaintext).
 using api::stream_encryption;
+using api::stream_transport;
+
+/// Which transports a session uses (metadata.transports). With both, TCP goes first and
+/// uTP follows once, inside the same deadline, after a refused connect, a TCP connect
+/// still silent at half the remaining time, or a connection the peer closed before its
+/// BitTorrent handshake (when the encryption fallback, which goes first, is used up).
+enum class transport_policy : std::uint8_t { tcp, utp, both };
+std::string_view to_string(transport_policy p) noexcept;
+std::optional<transport_policy> parse_transport_policy(std::string_view s) noexcept;
+
+class utp_host;
+
+/// A session tries at most this often: the first try, one encryption fallback and one
+/// transport fallback.
+inline constexpr std::size_t max_tries = 3;
+/// Bits of session_result::try_modes.
+inline constexpr std::uint8_t try_mse = 1;
+inline constexpr std::uint8_t try_utp = 2;
 
 /// What to fetch, from whom, and within which limits.
 struct session_request {
@@ -67,6 +87,9 @@ struct session_request {
     /// Leases held (requests in flight) at once: 1..max_pipeline (clamped).
     std::uint32_t pipeline = 4;
     encryption_policy encryption = encryption_policy::prefer_plaintext;
+    transport_policy transports = transport_policy::tcp;
+    /// The uTP sockets (needed unless transports is tcp); on the session's executor.
+    std::shared_ptr<utp_host> utp;
 };
 
 /// A ut_metadata message is at most its dict (wire::ut_metadata_dict_limits) plus one
@@ -79,7 +102,7 @@ struct session_result {
     session_failure failure = session_failure::none;
     wire::wire_error error = wire::wire_error::none; ///< the precise cause when it was the wire
     std::error_code net_error;    ///< the socket error behind connect_refused / disconnected
-    bool connected = false;       ///< the TCP connection was established
+    bool connected = false;       ///< the last try's connection was established
     std::size_t metadata_size = 0; ///< what the peer advertised (0 before its extension handshake)
     std::uint32_t pieces_received = 0; ///< pieces the source accepted from this peer
     std::uint64_t bytes_received = 0;  ///< every byte read from the socket
@@ -87,7 +110,10 @@ struct session_result {
     /// The stream of the last try (the one that served the fetch when it succeeded).
     stream_encryption encryption = stream_encryption::plaintext;
     bool used_mse = false;     ///< the last try spoke MSE (RC4 or plaintext selected)
-    std::uint8_t tries = 0;    ///< 1, or 2 after a fallback
+    stream_transport transport = stream_transport::tcp; ///< the transport of the last try
+    std::uint8_t tries = 0;    ///< 1 to max_tries (each fallback adds one)
+    /// Each try's mode (try_mse | try_utp bits), the first `tries` entries.
+    std::array<std::uint8_t, max_tries> try_modes{};
     /// Why the MSE exchange failed; such failures are reported as handshake_failed (the
     /// failure enum is full, see core/api/failure.hpp).
     metadata::mse::mse_error mse_error = metadata::mse::mse_error::none;

@@ -19,6 +19,7 @@
 #include "metadata/peer_failure_cache.hpp"
 #include "metadata/peer_session.hpp"
 #include "metadata/pending_queue.hpp"
+#include "metadata/utp_stream.hpp"
 #include "metadata/shared_pieces.hpp"
 #include "net/clock.hpp"
 
@@ -43,9 +44,11 @@ bool cacheable(failure_class c) noexcept {
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
 // arrays (id20) inside a coroutine body ("array used as initializer").
 completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
-                           std::optional<endpoint> peer, std::optional<api::stream_encryption> enc = std::nullopt) {
+                           std::optional<endpoint> peer, std::optional<api::stream_encryption> enc = std::nullopt,
+                           std::optional<api::stream_transport> tr = std::nullopt) {
     completion c;
     if (peer) c.encryption = enc;
+    if (peer) c.transport = tr;
     c.info_hash = key;
     c.result = o;
     c.failure = f;
@@ -119,6 +122,7 @@ struct pipeline::impl {
     memory_budget budget;
     asio::io_context io{1};
     asio::steady_timer drain_timer{io};
+    std::shared_ptr<utp_host> utp; ///< the uTP sockets, opened on first use (metadata.transports)
     pending_queue pending;
     peer_failure_cache failures;
     delivered_filter delivered;
@@ -144,6 +148,7 @@ struct pipeline::impl {
     void complete(job& j, completion c);
     void report_sink_failure(const job& j);
     void shutdown_jobs();
+    void count_tries(const session_result& r);
 
     asio::awaitable<void> run_job(std::shared_ptr<job> j);
     asio::awaitable<bool> gate(std::shared_ptr<job> j);
@@ -447,6 +452,38 @@ std::vector<endpoint> pipeline::impl::pick_peers(job& j, std::size_t max) {
     return out;
 }
 
+// Every try but the last failed (it was followed by a fallback); the last one is the
+// session's outcome, not counted when it was cancelled.
+void pipeline::impl::count_tries(const session_result& r) {
+    auto& c = owner.counters_;
+    if (r.tries == 0) return;
+    bool mse_changed = false;
+    bool utp_changed = false;
+    for (std::size_t t = 0; t < r.tries; ++t) {
+        const std::uint8_t mode = r.try_modes[t];
+        const std::size_t enc = (mode & try_mse) ? 1 : 0;
+        const std::size_t tr = (mode & try_utp) ? 1 : 0;
+        if (t > 0) {
+            mse_changed |= (mode & try_mse) != (r.try_modes[t - 1] & try_mse);
+            utp_changed |= (mode & try_utp) != (r.try_modes[t - 1] & try_utp);
+        }
+        bump(c.encryption_tries[enc]);
+        bump(c.transport_tries[tr]);
+        const bool last = t + 1 == r.tries;
+        if (last && r.ok()) {
+            bump(c.encryption_successes[enc]);
+            bump(c.transport_successes[tr]);
+        } else if (!last || r.failure != failure_class::cancelled) {
+            bump(c.encryption_failures[enc]);
+            bump(c.transport_failures[tr]);
+        }
+    }
+    if (mse_changed) bump(c.encryption_fallbacks);
+    if (utp_changed) bump(c.transport_fallbacks);
+    if (r.ok() && r.encryption == api::stream_encryption::rc4) bump(c.rc4_sessions);
+    if (r.mse_error != mse::mse_error::none) bump(c.mse_failures);
+}
+
 asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::shared_ptr<job> j,
                                                                          shared_pieces& pieces,
                                                                          std::vector<endpoint> peers) {
@@ -463,6 +500,11 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         req.max_metadata_size = options.max_metadata_size;
         if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
         req.encryption = options.encryption;
+        req.transports = options.transports;
+        if (options.transports != transport_policy::tcp) {
+            if (!utp) utp = utp_host::create(io.get_executor(), options.bind_v4);
+            req.utp = utp;
+        }
         auto& signal = *j->sessions.emplace_back(std::make_unique<asio::cancellation_signal>());
         asio::co_spawn(io, run_peer_session(req, pieces, static_cast<std::uint32_t>(i)),
                        asio::bind_cancellation_slot(signal.slot(), [&results, &running, i, j](std::exception_ptr e,
@@ -477,24 +519,7 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         co_await wait(*j);
     }
     j->sessions.clear();
-    auto& c = owner.counters_;
-    for (const session_result& r : results) {
-        if (r.tries == 0) continue;
-        const std::size_t last = r.used_mse ? 1 : 0;
-        if (r.tries > 1) {
-            bump(c.encryption_tries[1 - last]);
-            bump(c.encryption_failures[1 - last]);
-            bump(c.encryption_fallbacks);
-        }
-        bump(c.encryption_tries[last]);
-        if (r.ok()) {
-            bump(c.encryption_successes[last]);
-            if (r.encryption == api::stream_encryption::rc4) bump(c.rc4_sessions);
-        } else if (r.failure != failure_class::cancelled) {
-            bump(c.encryption_failures[last]);
-        }
-        if (r.mse_error != mse::mse_error::none) bump(c.mse_failures);
-    }
+    for (const session_result& r : results) count_tries(r);
     co_return results;
 }
 
@@ -516,6 +541,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     std::optional<std::string> bytes;
     std::optional<endpoint> served_by;
     std::optional<api::stream_encryption> served_enc;
+    std::optional<api::stream_transport> served_tr;
     while (!bytes && j->attempts < options.max_attempts) {
         const unsigned left = options.max_attempts - j->attempts;
         // Several peers share one dict's pieces, but one attempt stays in reserve, so a dict
@@ -547,6 +573,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             bytes.emplace(dict);
             served_by = peers[main_source];
             served_enc = results[main_source].encryption;
+            served_tr = results[main_source].transport;
             break;
         }
         bump(c.attempt_failures[static_cast<std::size_t>(failure_class::hash_mismatch)]);
@@ -568,6 +595,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
                 bytes.emplace(again.bytes());
                 served_by = one;
                 served_enc = second[0].encryption;
+                served_tr = second[0].transport;
                 break;
             }
             result.failure = again.complete() ? failure_class::hash_mismatch : second[0].failure;
@@ -588,11 +616,12 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     api::delivery d;
     d.peer = *served_by;
     d.encryption = served_enc.value_or(api::stream_encryption::plaintext);
+    d.transport = served_tr.value_or(api::stream_transport::tcp);
     d.discovered_at = std::chrono::system_clock::now();
     const auto parsed = parse_info(*bytes, j->key, d.info);
     if (!parsed) {
         bump(c.attempt_failures[static_cast<std::size_t>(failure_class::parse_error)]);
-        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by, served_enc));
+        complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by, served_enc, served_tr));
         co_return;
     }
     // A hybrid has two keys: whichever round finishes first delivers it, once. A round whose
@@ -616,7 +645,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (stopping) co_return;
         if (*earlier->answered == answer::retry) {
             complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
-                                         served_by, served_enc));
+                                         served_by, served_enc, served_tr));
             co_return;
         }
     }
@@ -624,7 +653,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     if (earlier || std::any_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); })) {
         if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
         bump(c.duplicates);
-        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc));
+        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc, served_tr));
         co_return;
     }
     const auto mine = std::make_shared<handover>();
@@ -640,13 +669,13 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         // Not stored: nothing remembers it as delivered, so it is fetched again.
         report_sink_failure(*j);
         bump(c.sink_failures);
-        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by, served_enc));
+        complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts, served_by, served_enc, served_tr));
         co_return;
     }
     for (const auto& k : keys) delivered.insert(k, clock.now());
     if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
     complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
-                                 failure_class::none, j->attempts, served_by, served_enc));
+                                 failure_class::none, j->attempts, served_by, served_enc, served_tr));
 }
 
 // Without a store the application hears how a torrent it could not store comes back.
@@ -667,6 +696,7 @@ void pipeline::impl::shutdown_jobs() {
         else if (retry.store && j->holds_lease)
             retry.store->post_release(key, 0); // not gated yet: give the lease back
     }
+    if (utp) utp->shutdown();
     io.stop();
 }
 

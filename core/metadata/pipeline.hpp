@@ -41,6 +41,7 @@ struct pipeline_options {
     bool gate_default = true;
     std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
     encryption_policy encryption = encryption_policy::prefer_plaintext; ///< metadata.encryption
+    transport_policy transports = transport_policy::tcp;                ///< metadata.transports
 };
 
 /// The retry store's side of the pipeline (all optional).
@@ -81,6 +82,12 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> encryption_fallbacks{0}; ///< sessions that tried the other mode
     std::atomic<std::uint64_t> mse_failures{0};         ///< sessions whose last try failed in the MSE exchange (reported as handshake_failed)
     std::atomic<std::uint64_t> rc4_sessions{0};         ///< successful sessions whose peer selected RC4
+    /// Session tries by transport (0: TCP, 1: uTP), their successes and failures, counted
+    /// like the encryption ones; a fallback is a session whose later try changed transport.
+    std::array<std::atomic<std::uint64_t>, 2> transport_tries{};
+    std::array<std::atomic<std::uint64_t>, 2> transport_successes{};
+    std::array<std::atomic<std::uint64_t>, 2> transport_failures{};
+    std::atomic<std::uint64_t> transport_fallbacks{0};
     std::atomic<std::uint64_t> store_done{0};         ///< skipped: the retry store knows it is done
     std::atomic<std::uint64_t> store_busy{0};         ///< skipped: leased elsewhere (or the claim went unanswered)
     std::atomic<std::uint64_t> store_deferred{0};     ///< skipped: dormant and not due (reactivated instead)

@@ -40,12 +40,13 @@ nlohmann::json to_json(const torrent_info& info, const delivery_details& details
     if (details.peer) j["peer"] = details.peer->to_string();
     if (details.discovered_at) j["discovered_at"] = to_rfc3339(*details.discovered_at);
     if (details.encryption) j["encryption"] = std::string(*details.encryption);
+    if (details.transport) j["transport"] = std::string(*details.transport);
     return j;
 }
 
 nlohmann::json to_json(const torrent_info& info, const endpoint& peer,
                        std::chrono::system_clock::time_point discovered_at) {
-    return to_json(info, delivery_details{peer, discovered_at, std::nullopt});
+    return to_json(info, delivery_details{peer, discovered_at, std::nullopt, std::nullopt});
 }
 
 std::string to_json_line(const torrent_info& info) { return dump_line(to_json(info)); }

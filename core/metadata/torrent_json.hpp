@@ -23,6 +23,7 @@ struct delivery_details {
     std::optional<endpoint> peer;                                     ///< the peer that served the metadata
     std::optional<std::chrono::system_clock::time_point> discovered_at; ///< when it was verified
     std::optional<std::string_view> encryption; ///< "plaintext" or "rc4": the stream that served it
+    std::optional<std::string_view> transport;  ///< "tcp" or "utp": the transport that served it
 };
 
 /// The JSON form of a parsed torrent (see docs/torrent-json.md). Throws only

@@ -519,16 +519,25 @@ void walk(const api::crawler& c, collector& out) {
         out.counter({"metadata", "attempt_failures", name}, "dhtc_metadata_attempt_failures_total", {"class", name},
                     "Failed peer attempts, by failure class.", load(pcn.attempt_failures[i]));
     }
-    for (std::size_t i = 0; i < pcn.encryption_tries.size(); ++i) {
-        const std::string_view mode = i == 0 ? "plaintext" : "mse";
-        out.counter({"metadata", "encryption", mode, "tries"}, "dhtc_metadata_encryption_tries_total", {"mode", mode},
-                    "Peer session tries, by stream mode (plaintext or MSE).", load(pcn.encryption_tries[i]));
-        out.counter({"metadata", "encryption", mode, "successes"}, "dhtc_metadata_encryption_successes_total",
-                    {"mode", mode}, "Peer session tries that completed the metadata, by stream mode.",
-                    load(pcn.encryption_successes[i]));
-        out.counter({"metadata", "encryption", mode, "failures"}, "dhtc_metadata_encryption_failures_total",
-                    {"mode", mode}, "Peer session tries that failed, by stream mode.", load(pcn.encryption_failures[i]));
-    }
+    // Session tries by one dimension's mode (encryption: plaintext/mse; transport: tcp/utp).
+    const auto tries_by_mode = [&](std::string_view group, std::string_view what, std::string_view mode, const auto& tries,
+                                   const auto& successes, const auto& failures) {
+        const std::string metric = "dhtc_metadata_" + std::string(group);
+        out.counter({"metadata", group, mode, "tries"}, metric + "_tries_total", {"mode", mode},
+                    "Peer session tries, by " + std::string(what) + ".", load(tries));
+        out.counter({"metadata", group, mode, "successes"}, metric + "_successes_total", {"mode", mode},
+                    "Peer session tries that completed the metadata, by " + std::string(what) + ".", load(successes));
+        out.counter({"metadata", group, mode, "failures"}, metric + "_failures_total", {"mode", mode},
+                    "Peer session tries that failed, by " + std::string(what) + ".", load(failures));
+    };
+    for (std::size_t i = 0; i < pcn.encryption_tries.size(); ++i)
+        tries_by_mode("encryption", "stream mode (plaintext or MSE)", i == 0 ? "plaintext" : "mse", pcn.encryption_tries[i],
+                      pcn.encryption_successes[i], pcn.encryption_failures[i]);
+    for (std::size_t i = 0; i < pcn.transport_tries.size(); ++i)
+        tries_by_mode("transport", "transport (TCP or uTP)", i == 0 ? "tcp" : "utp", pcn.transport_tries[i],
+                      pcn.transport_successes[i], pcn.transport_failures[i]);
+    out.counter({"metadata", "transport", "fallbacks"}, "dhtc_metadata_transport_fallbacks_total", {},
+                "Sessions that fell back from TCP to uTP after a failed try.", load(pcn.transport_fallbacks));
     out.counter({"metadata", "encryption", "fallbacks"}, "dhtc_metadata_encryption_fallbacks_total", {},
                 "Sessions that fell back to the other mode after a failed first try.", load(pcn.encryption_fallbacks));
     out.counter({"metadata", "encryption", "mse_failures"}, "dhtc_metadata_encryption_mse_failures_total", {},

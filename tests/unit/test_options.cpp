@@ -106,7 +106,7 @@ const char* const custom_document = R"({
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
     "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
     "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false, "encryption": "prefer_encrypted",
-    "delivered_filter": {"capacity": 7, "period_secs": 3600}
+    "transports": "both", "delivered_filter": {"capacity": 7, "period_secs": 3600}
   },
   "crawl": {
     "rate_limit": {
@@ -215,8 +215,9 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 96);
+    CHECK(default_leaves().size() == 97);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
+    CHECK(at_path(doc, "metadata.transports") == "tcp");
 
     const auto p = parse(text);
     REQUIRE(p.r.ok());
@@ -271,6 +272,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(m.gate_timeout_millis == 250);
     CHECK_FALSE(m.gate_default);
     CHECK(m.encryption == dhtc::metadata::encryption_policy::prefer_encrypted);
+    CHECK(m.transports == dhtc::metadata::transport_policy::both);
     CHECK(m.delivered_filter_capacity == 7);
     CHECK(m.delivered_filter_period_secs == 3600);
 
@@ -774,6 +776,17 @@ TEST_CASE("metadata.encryption: the four policies, anything else refused") {
     CHECK(bad.r.status == options_status::invalid_value);
     CHECK(bad.r.path == "metadata.encryption");
     CHECK(parse(R"({"metadata": {"encryption": 1}})").r.status == options_status::wrong_type);
+}
+
+TEST_CASE("metadata.transports: tcp, utp or both, anything else refused") {
+    using dhtc::metadata::transport_policy;
+    CHECK(parse(R"({"metadata": {"transports": "tcp"}})").o.metadata.transports == transport_policy::tcp);
+    CHECK(parse(R"({"metadata": {"transports": "utp"}})").o.metadata.transports == transport_policy::utp);
+    CHECK(parse(R"({"metadata": {"transports": "both"}})").o.metadata.transports == transport_policy::both);
+    const auto bad = parse(R"({"metadata": {"transports": "udp"}})");
+    CHECK(bad.r.status == options_status::invalid_value);
+    CHECK(bad.r.path == "metadata.transports");
+    CHECK(parse(R"({"metadata": {"transports": ["tcp"]}})").r.status == options_status::wrong_type);
 }
 
 TEST_CASE("netmode, bind addresses and node_id") {

@@ -20,6 +20,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "metadata/peer_session.hpp"
+#include "metadata/utp_stream.hpp"
 #include "support/fake_peer.hpp"
 
 using namespace std::chrono_literals;
@@ -664,6 +665,32 @@ TEST_CASE("MSE: a peer that closes during the exchange falls back once within th
     CHECK(r.used_mse);
     CHECK(r.failure == session_failure::handshake_failed);
     CHECK(fp.conversations().size() == 1);
+}
+
+TEST_CASE("transports both: a refused TCP connect falls back to uTP once, inside the deadline") {
+    using dhtc::metadata::transport_policy;
+    peer_script s;
+    s.mode = peer_mode::refuse; // nothing answers on UDP either
+    fake_peer fp(make_info_dict(900), s);
+    simple_piece_source src;
+    asio::io_context io;
+    session_request req = make_request(fp, 1500ms);
+    req.transports = transport_policy::both;
+    req.utp = dhtc::metadata::utp_host::create(io.get_executor(), std::nullopt);
+    std::optional<session_result> out;
+    asio::co_spawn(io, run_peer_session(req, src, 7), [&](std::exception_ptr e, session_result r) {
+        if (!e) out = r;
+    });
+    io.run_for(run_bound);
+    REQUIRE(out.has_value());
+    CHECK(out->tries == 2);
+    CHECK(out->try_modes[0] == 0);
+    CHECK(out->try_modes[1] == dhtc::metadata::try_utp);
+    CHECK(out->transport == dhtc::api::stream_transport::utp);
+    CHECK(out->failure == session_failure::connect_timeout); // the SYNs went unanswered
+    CHECK(out->elapsed < 1500ms + slack);
+    CHECK(src.releases_of(7) == 1);
+    CHECK(req.utp->mux_stats().connections_opened == 1);
 }
 
 TEST_CASE("failure names are stable") {

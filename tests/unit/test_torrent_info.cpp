@@ -795,20 +795,24 @@ TEST_CASE("delivery details: peer (v4 and v6) and discovered_at") {
     CHECK(j["peer"] == "1.2.3.4:6881");
     CHECK(j["discovered_at"] == "2026-12-02T18:00:00Z");
     const dhtc::endpoint v6{*dhtc::ip_address::parse("2001:db8::1"), 51413};
-    j = md::to_json(info, md::delivery_details{v6, std::nullopt, std::nullopt});
+    j = md::to_json(info, md::delivery_details{v6, std::nullopt, std::nullopt, std::nullopt});
     CHECK(j["peer"] == "[2001:db8::1]:51413");
     CHECK_FALSE(j.contains("discovered_at"));
+    CHECK_FALSE(j.contains("transport"));
+    j = md::to_json(info, md::delivery_details{v6, std::nullopt, "rc4", "utp"});
+    CHECK(j["encryption"] == "rc4");
+    CHECK(j["transport"] == "utp");
 }
 
 TEST_CASE("to_json_line: compact, one line, parses back") {
     md::torrent_info info;
     REQUIRE(parse(v1_multi({v1_file({"a"}, 1)}, "line"), info));
-    const auto line = md::to_json_line(info, md::delivery_details{std::nullopt, std::chrono::system_clock::time_point{}, std::nullopt});
+    const auto line = md::to_json_line(info, md::delivery_details{std::nullopt, std::chrono::system_clock::time_point{}, std::nullopt, std::nullopt});
     CHECK(line.find('\n') == std::string::npos);
     CHECK(line.find(": ") == std::string::npos);
     const auto back = nlohmann::json::parse(line);
     CHECK(back["discovered_at"] == "1970-01-01T00:00:00Z");
-    CHECK(back == md::to_json(info, md::delivery_details{std::nullopt, std::chrono::system_clock::time_point{}, std::nullopt}));
+    CHECK(back == md::to_json(info, md::delivery_details{std::nullopt, std::chrono::system_clock::time_point{}, std::nullopt, std::nullopt}));
 }
 
 TEST_CASE("dump never throws, even on strings that bypassed the parser") {

@@ -1,0 +1,124 @@
+// One interop case against real libtorrent: a swarm of seeders (tests/lt/lt_swarm.py) with
+// a given policy announces through a fresh crawler on loopback; the crawler's deliveries
+// and completions are collected until every announced torrent arrived (or time ran out),
+// and each torrent must have been delivered exactly once. Header-only: it uses doctest.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/crawler.hpp"
+#include "support/subprocess.hpp"
+
+namespace dhtc::test {
+
+struct lt_case {
+    std::string swarm_script;  ///< DHTC_LT_SWARM
+    std::string name;          ///< for the work directory
+    std::string base_ip;       ///< the seeders' 127.a.b, distinct per case
+    metadata::encryption_policy encryption = metadata::encryption_policy::prefer_plaintext;
+    metadata::transport_policy transports = metadata::transport_policy::tcp;
+    std::vector<std::string> swarm_args; ///< e.g. --encryption forced_rc4, --set name=value
+};
+
+struct lt_case_result {
+    std::size_t expected = 0;
+    std::map<std::string, int> times_delivered; // by info hash
+    std::vector<api::completion> completions;
+    std::vector<api::delivery> deliveries;
+};
+
+inline lt_case_result run_lt_case(const lt_case& c) {
+    using namespace std::chrono_literals;
+    std::mutex m;
+    lt_case_result out;
+    api::event_handlers cb;
+    cb.torrent = api::yes_no([&](const api::delivery& d) {
+        std::lock_guard l(m);
+        out.deliveries.push_back(d);
+        ++out.times_delivered[d.info.info_hash.hex()];
+        return true;
+    });
+    cb.completion = [&](const api::completion& done) {
+        std::lock_guard l(m);
+        out.completions.push_back(done);
+    };
+
+    api::crawler_options o;
+    o.dht.port = 0;
+    o.dht.bind_v4 = "127.0.0.1";
+    o.dht.crawl.allow_private_addresses = true;
+    o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
+    o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
+    o.metadata.encryption = c.encryption;
+    o.metadata.transports = c.transports;
+    std::string error;
+    auto crawler = api::crawler::create(o, cb, error);
+    REQUIRE_MESSAGE(crawler, error);
+    crawler->start();
+
+    const auto workdir =
+        std::filesystem::temp_directory_path() / ("dhtc-lt-" + c.name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(workdir);
+    std::vector<std::string> argv{"/usr/bin/python3", c.swarm_script, "--bootstrap",
+                                  crawler->dht().local_endpoints().at(0).to_string(), "--sessions", "2",
+                                  "--torrents-per-session", "2", "--kinds", "v1,multi", "--piece-count-range", "1:4",
+                                  "--duration", "120", "--announce-interval", "10", "--base-ip", c.base_ip,
+                                  "--workdir", workdir.string()};
+    argv.insert(argv.end(), c.swarm_args.begin(), c.swarm_args.end());
+    subprocess swarm(argv);
+
+    std::set<std::string> keys;
+    bool ready = false;
+    const auto setup_deadline = std::chrono::steady_clock::now() + 90s;
+    while (!ready && std::chrono::steady_clock::now() < setup_deadline) {
+        const auto line = swarm.read_line(5s);
+        if (!line) continue;
+        const auto ev = nlohmann::json::parse(*line, nullptr, false);
+        if (ev.is_discarded()) continue;
+        const auto kind = ev.value("event", "");
+        if (kind == "torrent") {
+            keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
+        } else if (kind == "ready") {
+            ready = true;
+        } else if (kind == "error" || kind == "exit") {
+            FAIL("swarm failed: " << *line);
+        }
+    }
+    REQUIRE(ready);
+    out.expected = keys.size();
+    REQUIRE(out.expected == 4);
+
+    const auto deadline = std::chrono::steady_clock::now() + 90s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        {
+            std::lock_guard l(m);
+            if (out.deliveries.size() >= out.expected) break;
+        }
+        while (swarm.read_line(0ms)) {
+        }
+        std::this_thread::sleep_for(500ms);
+    }
+    std::this_thread::sleep_for(2s); // a duplicate delivery would show up now
+    swarm.stop();
+    crawler->close(std::nullopt);
+    std::filesystem::remove_all(workdir);
+
+    std::lock_guard l(m);
+    for (const auto& k : keys)
+        CHECK_MESSAGE(out.times_delivered[k] == 1, k << " delivered " << out.times_delivered[k] << " times");
+    return out;
+}
+
+} // namespace dhtc::test
