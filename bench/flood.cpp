@@ -18,6 +18,7 @@
 #include "api/crawler.hpp"
 #include "bench_util.hpp"
 #include "support/flood.hpp"
+#include "support/loopback_crawler.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -54,11 +55,7 @@ int main(int argc, char** argv) {
     }
 
     test::friend_node friend_node(*ip_address::parse("127.0.0.2"));
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
-    o.dht.crawl.allow_private_addresses = true;
-    o.dht.crawl.bootstrap.sources = {friend_node.local().to_string()}; // never the real DHT
+    auto o = test::loopback_crawler(friend_node.local());
     std::string error;
     auto crawler = api::crawler::create(o, api::event_handlers{}, error);
     if (!crawler) {

@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "api/crawler.hpp"
+#include "support/eventually.hpp"
 #include "support/flood.hpp"
+#include "support/loopback_crawler.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -19,26 +21,12 @@ namespace {
 
 std::uint64_t load(const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
-template <class Pred>
-bool eventually(Pred p, std::chrono::seconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-        if (p()) return true;
-        std::this_thread::sleep_for(50ms);
-    }
-    return p();
-}
-
 } // namespace
 
 TEST_CASE("flood: a trusted node keeps its answers; 50,000 flooding sources keep out of the pool") {
     test::friend_node friend_node(*ip_address::parse("127.0.0.2"));
 
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
-    o.dht.crawl.allow_private_addresses = true;
-    o.dht.crawl.bootstrap.sources = {friend_node.local().to_string()}; // never the real DHT
+    auto o = test::loopback_crawler(friend_node.local());
     o.dht.crawl.pool.capacity = 2000;
     o.dht.crawl.rate_limit.max_find_node_rate_per_sec = 50;
     std::string error;
@@ -50,7 +38,7 @@ TEST_CASE("flood: a trusted node keeps its answers; 50,000 flooding sources keep
 
     const auto& stats = crawler->dht().service().crawl_stats();
     // The friend answered our bootstrap query: it is in the ring, and the pool fills from its answers.
-    REQUIRE(eventually([&] { return load(stats.responsive_size) >= 1 && load(stats.pool_size) >= 1000; }, 20s));
+    REQUIRE(test::eventually([&] { return load(stats.responsive_size) >= 1 && load(stats.pool_size) >= 1000; }, 20s));
 
     test::flood_options fo;
     fo.target = target;

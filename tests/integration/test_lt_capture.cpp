@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine/dht_engine.hpp"
+#include "support/lt_swarm_reader.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -67,25 +68,11 @@ TEST_CASE("announces from real libtorrent seeders are captured with the seeder e
 
     // key (40 hex) -> the seeder's endpoint
     std::map<std::string, std::string> expected;
-    bool ready = false;
-    const auto setup_deadline = std::chrono::steady_clock::now() + 60s;
-    while (!ready && std::chrono::steady_clock::now() < setup_deadline) {
-        const auto line = swarm.read_line(5s);
-        if (!line) continue;
-        const auto ev = nlohmann::json::parse(*line, nullptr, false);
-        if (ev.is_discarded()) continue;
-        const auto kind = ev.value("event", "");
-        if (kind == "torrent") {
-            const std::string seeder = ev.at("seeder");
-            if (ev.at("info_hash_v1").is_string()) expected[ev.at("info_hash_v1")] = seeder;
-            if (ev.at("info_hash_v2").is_string()) expected[ev.at("info_hash_v2").get<std::string>().substr(0, 40)] = seeder;
-        } else if (kind == "ready") {
-            ready = true;
-        } else if (kind == "error" || kind == "exit") {
-            FAIL("swarm failed: " << *line);
-        }
-    }
-    REQUIRE(ready);
+    REQUIRE(test::read_swarm_setup(swarm, 60s, [&](const nlohmann::json& ev) {
+        const std::string seeder = ev.at("seeder");
+        if (ev.at("info_hash_v1").is_string()) expected[ev.at("info_hash_v1")] = seeder;
+        if (ev.at("info_hash_v2").is_string()) expected[ev.at("info_hash_v2").get<std::string>().substr(0, 40)] = seeder;
+    }));
     REQUIRE(expected.size() >= 6);
 
     // Wait for every key to be captured from its seeder (libtorrent announces within

@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "api/crawler.hpp"
+#include "support/lt_swarm_reader.hpp"
+#include "support/loopback_crawler.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -70,12 +72,7 @@ TEST_CASE("libtorrent seeders: every torrent delivered once, verified, matching 
         completions.push_back(c);
     };
 
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
-    o.dht.crawl.allow_private_addresses = true;
-    o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
-    o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
+    auto o = test::loopback_crawler();
     std::string error;
     auto crawler = api::crawler::create(o, cb, error);
     REQUIRE_MESSAGE(crawler, error);
@@ -90,37 +87,16 @@ TEST_CASE("libtorrent seeders: every torrent delivered once, verified, matching 
                             "--base-ip", "127.0.40", "--workdir", workdir.string()});
 
     std::map<std::string, expected_torrent> expected; // by the first announce key
-    bool ready = false;
-    const auto setup_deadline = std::chrono::steady_clock::now() + 90s;
-    while (!ready && std::chrono::steady_clock::now() < setup_deadline) {
-        const auto line = swarm.read_line(5s);
-        if (!line) continue;
-        const auto ev = nlohmann::json::parse(*line, nullptr, false);
-        if (ev.is_discarded()) continue;
-        const auto kind = ev.value("event", "");
-        if (kind == "torrent") {
-            auto t = from_swarm(ev);
-            expected.emplace(t.keys.at(0), std::move(t));
-        } else if (kind == "ready") {
-            ready = true;
-        } else if (kind == "error" || kind == "exit") {
-            FAIL("swarm failed: " << *line);
-        }
-    }
-    REQUIRE(ready);
+    REQUIRE(test::read_swarm_setup(swarm, 90s, [&](const nlohmann::json& ev) {
+        auto t = from_swarm(ev);
+        expected.emplace(t.keys.at(0), std::move(t));
+    }));
     REQUIRE(expected.size() == 6);
 
-    const auto deadline = std::chrono::steady_clock::now() + 100s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        {
-            std::lock_guard l(m);
-            if (delivered.size() >= expected.size()) break;
-        }
-        while (swarm.read_line(0ms)) {
-        }
-        std::this_thread::sleep_for(500ms);
-    }
-    std::this_thread::sleep_for(2s); // a duplicate delivery would show up now
+    test::wait_for_crawler(swarm, 100s, [&] {
+        std::lock_guard l(m);
+        return delivered.size() >= expected.size();
+    });
     swarm.stop();
     crawler->close(std::nullopt);
     std::filesystem::remove_all(workdir);

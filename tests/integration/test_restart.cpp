@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "api/crawler.hpp"
+#include "support/eventually.hpp"
 #include "support/flood.hpp"
+#include "support/loopback_crawler.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -23,26 +25,13 @@ namespace {
 
 std::uint64_t load(const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
-template <class Pred>
-bool eventually(Pred p, std::chrono::seconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-        if (p()) return true;
-        std::this_thread::sleep_for(50ms);
-    }
-    return p();
-}
-
 struct errors_seen {
     std::mutex m;
     std::vector<std::string> lines;
 };
 
 api::crawler_options base_options() {
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
-    o.dht.crawl.allow_private_addresses = true;
+    auto o = test::loopback_crawler(std::nullopt);
     o.dht.crawl.bep51.enabled = false;
     return o;
 }
@@ -62,11 +51,11 @@ std::unique_ptr<api::crawler> start(const api::crawler_options& o, errors_seen& 
 
 // Crawls the friend's DHT until the ring holds `ring` nodes, then stops (saving the state).
 void first_run(api::crawler_options o, const test::friend_node& dht, std::size_t ring) {
-    o.dht.crawl.bootstrap.sources = {dht.local().to_string()}; // never the real DHT
+    o.dht.crawl.bootstrap.sources = {dht.local().to_string()};
     errors_seen errors;
     auto c = start(o, errors);
     const auto& stats = c->dht().service().crawl_stats();
-    REQUIRE(eventually([&] { return load(stats.responsive_size) >= ring; }, 30s));
+    REQUIRE(test::eventually([&] { return load(stats.responsive_size) >= ring; }, 30s));
     c->close(std::nullopt);
 }
 
@@ -76,7 +65,7 @@ std::uint64_t second_run(api::crawler_options o, errors_seen& errors, std::chron
     o.dht.crawl.bootstrap.sources.clear();
     auto c = start(o, errors);
     const auto& stats = c->dht().service().crawl_stats();
-    eventually([&] { return load(stats.responsive_size) >= 15; }, limit);
+    test::eventually([&] { return load(stats.responsive_size) >= 15; }, limit);
     const auto answered = load(stats.responsive_size);
     CHECK(load(stats.queries_bootstrap) == 0);
     c->close(std::nullopt);

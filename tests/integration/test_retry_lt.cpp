@@ -26,6 +26,7 @@
 #include "api/crawler.hpp"
 #include "retry/postgres_store.hpp"
 #include "retry/sqlite_store.hpp"
+#include "support/loopback_crawler.hpp"
 #include "support/pg.hpp"
 #include "support/ports.hpp"
 #include "support/subprocess.hpp"
@@ -83,12 +84,7 @@ struct recorder {
 };
 
 api::crawler_options loopback_options() {
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
-    o.dht.crawl.allow_private_addresses = true;
-    o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
-    o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
+    auto o = test::loopback_crawler();
     o.metadata.timeout_secs = 2;
     o.retry.lease_secs = 30;
     o.retry.policy.ladder_secs = {2};   // due again two seconds after a failure

@@ -86,6 +86,27 @@ std::string flood_payload(const flood_options& o, std::mt19937_64& rng) {
     return out;
 }
 
+// Sends `bytes` to `to` from `from_ip` (network byte order).
+bool send_from(int fd, std::uint32_t from_ip, const sockaddr_in& to, std::string_view bytes) {
+    iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr_in*>(&to);
+    m.msg_namelen = sizeof to;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    auto* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_PKTINFO;
+    c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+    in_pktinfo info{};
+    info.ipi_spec_dst.s_addr = from_ip;
+    std::memcpy(CMSG_DATA(c), &info, sizeof info);
+    return ::sendmsg(fd, &m, 0) >= 0;
+}
+
 } // namespace
 
 udp_flooder::udp_flooder(flood_options o) : options_(o) {
@@ -129,23 +150,7 @@ void udp_flooder::run() {
         }
         const std::string payload = flood_payload(options_, rng);
         const std::uint32_t source = options_.first_source + static_cast<std::uint32_t>(i % options_.sources);
-        iovec iov{const_cast<char*>(payload.data()), payload.size()};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-        msghdr m{};
-        m.msg_name = const_cast<sockaddr_in*>(&to);
-        m.msg_namelen = sizeof to;
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = control;
-        m.msg_controllen = sizeof control;
-        auto* c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = IPPROTO_IP;
-        c->cmsg_type = IP_PKTINFO;
-        c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-        in_pktinfo info{};
-        info.ipi_spec_dst.s_addr = htonl(source);
-        std::memcpy(CMSG_DATA(c), &info, sizeof info);
-        if (::sendmsg(fd_, &m, 0) < 0) {
+        if (!send_from(fd_, htonl(source), to, payload)) {
             counters_.send_errors.fetch_add(1, std::memory_order_relaxed);
             continue;
         }
@@ -187,27 +192,6 @@ void friend_node::start(const endpoint& crawler) {
 void friend_node::stop() noexcept {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
-}
-
-// Sends `bytes` to `to` from `from_ip` (network byte order).
-static void send_from(int fd, std::uint32_t from_ip, const sockaddr_in& to, std::string_view bytes) {
-    iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-    msghdr m{};
-    m.msg_name = const_cast<sockaddr_in*>(&to);
-    m.msg_namelen = sizeof to;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    auto* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = IPPROTO_IP;
-    c->cmsg_type = IP_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-    in_pktinfo info{};
-    info.ipi_spec_dst.s_addr = from_ip;
-    std::memcpy(CMSG_DATA(c), &info, sizeof info);
-    (void)::sendmsg(fd, &m, 0);
 }
 
 void friend_node::run() {

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "api/crawler.hpp"
+#include "support/lt_swarm_reader.hpp"
+#include "support/loopback_crawler.hpp"
 #include "support/subprocess.hpp"
 
 namespace dhtc::test {
@@ -55,12 +57,7 @@ inline lt_case_result run_lt_case(const lt_case& c) {
         out.completions.push_back(done);
     };
 
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
-    o.dht.crawl.allow_private_addresses = true;
-    o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
-    o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
+    auto o = loopback_crawler();
     o.metadata.encryption = c.encryption;
     o.metadata.transports = c.transports;
     std::string error;
@@ -80,37 +77,15 @@ inline lt_case_result run_lt_case(const lt_case& c) {
     subprocess swarm(argv);
 
     std::set<std::string> keys;
-    bool ready = false;
-    const auto setup_deadline = std::chrono::steady_clock::now() + 90s;
-    while (!ready && std::chrono::steady_clock::now() < setup_deadline) {
-        const auto line = swarm.read_line(5s);
-        if (!line) continue;
-        const auto ev = nlohmann::json::parse(*line, nullptr, false);
-        if (ev.is_discarded()) continue;
-        const auto kind = ev.value("event", "");
-        if (kind == "torrent") {
-            keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
-        } else if (kind == "ready") {
-            ready = true;
-        } else if (kind == "error" || kind == "exit") {
-            FAIL("swarm failed: " << *line);
-        }
-    }
-    REQUIRE(ready);
+    REQUIRE(read_swarm_setup(swarm, 90s, [&](const nlohmann::json& ev) {
+        keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
+    }));
     out.expected = keys.size();
     REQUIRE(out.expected == 4);
-
-    const auto deadline = std::chrono::steady_clock::now() + 90s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        {
-            std::lock_guard l(m);
-            if (out.deliveries.size() >= out.expected) break;
-        }
-        while (swarm.read_line(0ms)) {
-        }
-        std::this_thread::sleep_for(500ms);
-    }
-    std::this_thread::sleep_for(2s); // a duplicate delivery would show up now
+    wait_for_crawler(swarm, 90s, [&] {
+        std::lock_guard l(m);
+        return out.deliveries.size() >= out.expected;
+    });
     swarm.stop();
     crawler->close(std::nullopt);
     std::filesystem::remove_all(workdir);

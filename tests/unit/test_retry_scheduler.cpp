@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "support/eventually.hpp"
 #include "retry/scheduler.hpp"
 #include "retry/sqlite_store.hpp"
 #include "support/pg.hpp"
@@ -29,15 +30,7 @@ id20 numbered(unsigned n) {
     return h;
 }
 
-template <class F>
-bool eventually(F&& f, std::chrono::seconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (f()) return true;
-        std::this_thread::sleep_for(5ms);
-    }
-    return f();
-}
+using test::eventually;
 
 retry::retry_options sqlite_memory() {
     retry::retry_options o;
