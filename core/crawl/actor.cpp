@@ -382,10 +382,10 @@ void actor::send_queries(time_point now) {
                 bump(stats_.lookups_started);
             }
         }
-        if (auto q = lookups_.next()) {
+        if (auto q = lookups_.next(now)) {
             const auto result = send_query(query_kind::get_peers, q->to, q->target, q->slot, now);
             if (result == send_result::deferred) {
-                lookups_.on_deferred(q->slot, q->to.ep);
+                lookups_.on_deferred(q->slot, q->to.ep, now);
             } else if (result != send_result::sent) {
                 lookups_.on_failure(q->slot, q->to.ep);
             }

@@ -88,7 +88,7 @@ lookups::candidate* lookups::find(lookup& l, const endpoint& ep) {
     return nullptr;
 }
 
-std::optional<lookups::query> lookups::next() {
+std::optional<lookups::query> lookups::next(time_point now) {
     for (std::size_t k = 0; k < slots_.size(); ++k) {
         const std::size_t i = (cursor_ + k) % slots_.size();
         lookup& l = slots_[i];
@@ -97,9 +97,10 @@ std::optional<lookups::query> lookups::next() {
         // The holder answered our sample_infohashes moments ago, so it is alive: wait for its
         // answer before spending more queries.
         if (l.holder && l.holder->st == state::queried) continue;
-        candidate* pick = l.holder && l.holder->st == state::fresh ? &*l.holder : nullptr;
+        const auto ready = [now](const candidate& c) { return c.st == state::fresh && c.not_before <= now; };
+        candidate* pick = l.holder && ready(*l.holder) ? &*l.holder : nullptr;
         for (std::size_t j = 0; !pick && j < l.n; ++j)
-            if (l.c[j].st == state::fresh) pick = &l.c[j];
+            if (ready(l.c[j])) pick = &l.c[j];
         if (!pick) continue;
         pick->st = state::queried;
         ++l.in_flight;
@@ -134,13 +135,18 @@ void lookups::on_failure(std::uint32_t slot, const endpoint& from) {
     finish_if_done(l);
 }
 
-void lookups::on_deferred(std::uint32_t slot, const endpoint& from) {
+void lookups::on_deferred(std::uint32_t slot, const endpoint& from, time_point now) {
     if (slot >= slots_.size() || !slots_[slot].active) return;
     lookup& l = slots_[slot];
     if (candidate* c = find(l, from); c && c->st == state::queried) {
-        c->st = state::failed;
         --l.in_flight;
         --l.sent;
+        if (++c->deferrals > max_deferrals) {
+            c->st = state::failed;
+        } else {
+            c->st = state::fresh;
+            c->not_before = now + deferral_wait;
+        }
     }
     finish_if_done(l);
 }

@@ -16,6 +16,7 @@
 #include "crawl/options.hpp"
 #include "krpc/compact.hpp"
 #include "net/address.hpp"
+#include "net/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::crawl {
@@ -45,17 +46,21 @@ public:
         id20 target;
         krpc::node_entry to;
     };
-    /// The next get_peers to send, if any lookup has one; the candidate is marked as queried.
-    std::optional<query> next();
+    /// The next get_peers to send at `now`, if any lookup has one; the candidate is marked as
+    /// queried.
+    std::optional<query> next(time_point now);
     /// The candidate at `from` answered: `nodes` may bring closer candidates.
     void on_reply(std::uint32_t slot, const endpoint& from, const krpc::compact_nodes& nodes, std::size_t peers_found);
     /// The candidate at `from` timed out, erred or was never sent to.
     void on_failure(std::uint32_t slot, const endpoint& from);
     /// The query next() gave for `from` was not sent: its destination's budget is spent. The
-    /// candidate is skipped (waiting for it could stall the lookup for good: a node that
-    /// queries us hard spends its budget on our answers), and the query does not count
+    /// candidate waits (deferral_wait) and is asked again, since it may be the one that holds
+    /// the peers; after max_deferrals it is skipped, so a node that queries us hard (and so
+    /// spends its budget on our answers) cannot stall a lookup. The query does not count
     /// against the lookup's queries_per_lookup.
-    void on_deferred(std::uint32_t slot, const endpoint& from);
+    void on_deferred(std::uint32_t slot, const endpoint& from, time_point now);
+    static constexpr std::uint8_t max_deferrals = 5;
+    static constexpr std::chrono::milliseconds deferral_wait{1000};
 
     std::size_t active() const noexcept { return active_; }
     std::size_t queued() const noexcept { return queue_.size(); }
@@ -69,6 +74,8 @@ private:
     struct candidate {
         krpc::node_entry node;
         state st = state::fresh;
+        std::uint8_t deferrals = 0;
+        time_point not_before{}; ///< a deferred candidate waits until then
     };
     struct lookup {
         id20 target;

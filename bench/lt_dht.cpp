@@ -1,0 +1,157 @@
+// A small real DHT (issue 18): 30 libtorrent sessions (tests/lt/lt_swarm.py, one /24 each)
+// that form a DHT among themselves, each seeding one torrent. Our crawler bootstraps from
+// one of them and is nobody's bootstrap. Runs --runs times, each --seconds long, and prints
+// one JSON line per run: torrents delivered out of announced, and for every torrent missed
+// what the crawler saw of it (sampled, looked up: observations; fetch outcomes). A last line
+// sums the runs. Never run by the tests; see docs/performance.md.
+//   dhtc-lt-dht [--runs 10] [--seconds 180] [--sessions 30]
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/crawler.hpp"
+#include "support/loopback_crawler.hpp"
+#include "support/subprocess.hpp"
+
+using namespace dhtc;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct seen {
+    std::vector<std::string> events; // "12.3s bep51_sample from ...", "40.1s fetch_failed timeout"
+    bool delivered = false;
+};
+
+nlohmann::json one_run(int run, int seconds, int sessions) {
+    const auto workdir = std::filesystem::temp_directory_path() /
+                         ("dhtc-lt-dht-" + std::to_string(::getpid()) + "-" + std::to_string(run));
+    std::filesystem::remove_all(workdir);
+    const int port = 20000 + run;
+    test::subprocess swarm({"/usr/bin/python3", DHTC_LT_SWARM, "--sessions", std::to_string(sessions),
+                            "--torrents-per-session", "1", "--introduce", "--port", std::to_string(port),
+                            "--base-ip", "127.0.60", "--duration", std::to_string(seconds + 120), "--seed",
+                            std::to_string(run + 1), "--workdir", workdir.string(), "--stats-interval", "1000"});
+    std::set<std::string> keys;
+    bool ready = false;
+    const auto setup_deadline = clock_type::now() + 120s;
+    while (!ready && clock_type::now() < setup_deadline) {
+        const auto line = swarm.read_line(5s);
+        if (!line) continue;
+        const auto ev = nlohmann::json::parse(*line, nullptr, false);
+        if (ev.is_discarded()) continue;
+        const auto kind = ev.value("event", "");
+        if (kind == "torrent") keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
+        else if (kind == "ready") ready = true;
+        else if (kind == "error" || kind == "exit") break;
+    }
+    nlohmann::json out{{"bench", "lt_dht"}, {"run", run}};
+    if (!ready) {
+        out["error"] = "the swarm did not start";
+        return out;
+    }
+
+    std::mutex m;
+    std::map<std::string, seen> by_key;
+    const auto t0 = clock_type::now();
+    const auto stamp = [&] { return std::to_string(std::chrono::duration<double>(clock_type::now() - t0).count()).substr(0, 5) + "s "; };
+    api::event_handlers h;
+    h.torrent = api::yes_no([&](const api::delivery& d) {
+        std::lock_guard l(m);
+        auto& s = by_key[d.info.info_hash.hex()];
+        s.delivered = true;
+        s.events.push_back(stamp() + "delivered");
+        return true;
+    });
+    h.observation = [&](const api::observation& o) {
+        std::lock_guard l(m);
+        auto& s = by_key[o.info_hash.hex()];
+        if (s.events.size() < 20)
+            s.events.push_back(stamp() + std::string(api::to_string(o.kind)) + " from " + o.source.to_string());
+    };
+    h.completion = [&](const api::completion& c) {
+        if (c.result == api::outcome::accepted) return;
+        std::lock_guard l(m);
+        by_key[c.info_hash.hex()].events.push_back(stamp() + "round ended " + std::string(api::to_string(c.failure)) +
+                                                   " after " + std::to_string(c.attempts) + " attempts");
+    };
+    auto o = test::loopback_crawler(endpoint{ip_address::v4(0x7f003c01u), static_cast<std::uint16_t>(port)});
+    std::string error;
+    auto crawler = api::crawler::create(o, h, error);
+    if (!crawler) {
+        out["error"] = error;
+        return out;
+    }
+    crawler->start();
+    std::size_t delivered = 0;
+    double all_at = -1;
+    while (clock_type::now() - t0 < std::chrono::seconds(seconds)) {
+        while (swarm.read_line(0ms)) {
+        }
+        std::this_thread::sleep_for(500ms);
+        std::lock_guard l(m);
+        delivered = 0;
+        for (const auto& k : keys) delivered += by_key[k].delivered ? 1 : 0;
+        if (delivered == keys.size() && all_at < 0) {
+            all_at = std::chrono::duration<double>(clock_type::now() - t0).count();
+            break;
+        }
+    }
+    const auto& st = crawler->dht().service().crawl_stats();
+    out["announced"] = keys.size();
+    out["delivered"] = delivered;
+    out["all_delivered_after_s"] = all_at < 0 ? nlohmann::json(nullptr) : nlohmann::json(all_at);
+    out["queries_sample"] = st.queries_sample.load();
+    out["queries_get_peers"] = st.queries_get_peers.load();
+    out["deferred_destination"] = st.deferred_destination.load();
+    out["responsive"] = st.responsive_size.load();
+    nlohmann::json missed = nlohmann::json::object();
+    {
+        std::lock_guard l(m);
+        for (const auto& k : keys)
+            if (!by_key[k].delivered) missed[k] = by_key[k].events;
+    }
+    out["missed"] = missed;
+    crawler->close(std::nullopt);
+    swarm.stop();
+    std::filesystem::remove_all(workdir);
+    return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    int runs = 10, seconds = 180, sessions = 30;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i];
+        if (a == "--runs") runs = std::atoi(argv[i + 1]);
+        else if (a == "--seconds") seconds = std::atoi(argv[i + 1]);
+        else if (a == "--sessions") sessions = std::atoi(argv[i + 1]);
+        else {
+            std::fprintf(stderr, "usage: dhtc-lt-dht [--runs 10] [--seconds 180] [--sessions 30]\n");
+            return 2;
+        }
+    }
+    std::vector<std::size_t> per_run;
+    for (int r = 0; r < runs; ++r) {
+        const auto j = one_run(r, seconds, sessions);
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+        per_run.push_back(j.value("delivered", std::size_t{0}));
+    }
+    std::printf("%s\n", nlohmann::json{{"bench", "lt_dht_summary"}, {"sessions", sessions}, {"delivered_per_run", per_run}}
+                            .dump()
+                            .c_str());
+    return 0;
+}
