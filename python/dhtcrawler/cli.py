@@ -425,7 +425,7 @@ def run_search(args: argparse.Namespace) -> int:
     else:
         conn = _open_db_for_reading(args)
     try:
-        total, rows = S.search(conn, " ".join(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
+        total, rows = S.search(conn, S.cli_query(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
                                order=args.order, min_size=args.min_size, max_size=args.max_size,
                                min_files=args.min_files, max_files=args.max_files, version=args.version,
                                since=args.since)
@@ -652,8 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "size still cover every file; default: all)")
 
     search = sub.add_parser("search", help="search the torrents in the database")
-    search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path "
-                                                 "(none: every torrent)")
+    search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path; a quoted "
+                                                 "argument (\"two words\") is one phrase (none: every torrent)")
     search.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
     search.add_argument("--store", metavar="postgresql://...", help="search a fleet's PostgreSQL database instead")
     search.add_argument("--limit", type=_count, default=20, metavar="N", help="results to show (default 20)")

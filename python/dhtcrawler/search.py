@@ -17,8 +17,9 @@ Rows are plain dicts, JSON-ready::
      "peer": str | None, "metadata_size": int | None, "seeders": None, "leechers": None,   # swarm sizes: not yet measured
      "magnet": "magnet:?xt=urn:btih:...", "score": float | None}
 
-How a query matches: the query is split on white space (a word in double quotes may hold
-spaces); every word must occur in the torrent's name or in one of its stored file paths,
+How a query matches: the query is split on white space, except inside double quotes: a
+quoted phrase (``"two words"``) is one word, spaces included (an unclosed quote runs to
+the end of the query; apostrophes and backslashes are plain characters); every word must occur in the torrent's name or in one of its stored file paths,
 as a substring, case-insensitively for Latin, Greek and Cyrillic letters (SQLite's LIKE
 folds only ASCII, the trigram index folds the rest, so the check is done on what the
 index found). The index is SQLite FTS5 with the ``trigram`` tokenizer when the SQLite
@@ -36,7 +37,7 @@ cover (0..1); equal scores go to the newer torrent.
 
 from __future__ import annotations
 
-import shlex
+import re
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -180,12 +181,22 @@ def query_words(query: str, max_words: Optional[int] = None) -> List[str]:
     return list(dict.fromkeys(_words(query or "")))[:max_words]
 
 
+_WORD = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
+
+
 def _words(query: str) -> List[str]:
-    try:
-        words = shlex.split(query)
-    except ValueError:  # an unbalanced quote: take the text as words
-        words = query.replace('"', " ").split()
-    return [w for w in (w.strip() for w in words) if w]
+    """The words and quoted phrases of ``query``, in order (a phrase's inner white space
+    collapsed to single spaces)."""
+    words = (" ".join((phrase if phrase is not None else word).split())
+             for phrase, word in (m.groups() for m in _WORD.finditer(query)))
+    return [w for w in words if w]
+
+
+def cli_query(args: List[str]) -> str:
+    """The query text for command-line arguments: each argument is one word or phrase as the
+    shell gave it (``search "two words"`` is the phrase), unless it holds a double quote,
+    when it is query text itself (``search '"two words" other'``)."""
+    return " ".join(a if '"' in a or len(a.split()) < 2 else f'"{a}"' for a in args)
 
 
 def _quote(term: str) -> str:
