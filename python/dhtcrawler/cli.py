@@ -498,6 +498,72 @@ def run_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- prune --------------------------------------------------------------------------------
+
+def run_prune(args: argparse.Namespace) -> int:
+    """Lists (with --dry-run) or removes the torrents the rule selects: one line per torrent
+    on stdout (info hash, last seen, times seen, name), a summary on stderr."""
+    import sqlite3
+
+    from . import prune as P
+    from .sinks import SchemaError
+
+    if args.store and args.db:
+        raise UsageError("--db and --store exclude each other")
+    if args.store:
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            raise UsageError(f"--store {args.store}: expected a postgresql://user@host:port/database URI")
+        try:
+            sink: Any = PostgresSink(args.store)
+        except Exception as e:  # psycopg's errors, the schema's
+            raise StartError(f"--store: {e}") from None
+        db: Any = sink
+    else:
+        path = args.db or DEFAULT_DB
+        if not os.path.exists(path):
+            raise UsageError(f"--db {path}: no such file")
+        try:
+            sink = SqliteSink(path)  # migrates the schema as a crawl would
+        except (sqlite3.Error, SchemaError) as e:
+            raise UsageError(f"--db {path}: {e}") from None
+        db = sink.connection
+    try:
+        try:
+            selected = P.plan(db, older_than=args.older_than, max_size=args.max_size, keep_top=args.keep_top)
+        except P.PruneError as e:
+            raise UsageError(str(e)) from None
+        for v in selected.victims:
+            print(f"{v.info_hash}\t{v.last_seen}\t{v.times_seen}\t{v.name}")
+        sizes = "" if selected.size is None else (
+            f"; the torrents take {_human_size(selected.size)}, the limit is {_human_size(selected.target or 0)}")
+        if args.dry_run:
+            print(f"dhtcrawler prune: would remove {len(selected.victims)} of {selected.torrents} torrents "
+                  f"(about {_human_size(selected.freed)}){sizes}", file=sys.stderr)
+            return EXIT_OK
+        removed = P.remove(db, selected)
+        shrunk = "" if args.store or not removed else (
+            "; file compacted" if P.vacuum(db) else "; the file is busy: its free pages are reused, not returned")
+        print(f"dhtcrawler prune: removed {removed} of {selected.torrents} torrents "
+              f"(about {_human_size(selected.freed)}){sizes}{shrunk}", file=sys.stderr)
+        return EXIT_OK
+    finally:
+        sink.close()
+
+
+def _age(text: str) -> float:
+    """Seconds from 90s, 30m, 12h, 30d, 2w (a bare number: seconds)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    t = text.strip().lower()
+    unit = units.get(t[-1:], None)
+    try:
+        value = float(t[:-1] if unit else t) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an age such as 90s, 30m, 12h, 30d or 2w, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected an age >= 0, got {text!r}")
+    return value
+
+
 # ---- demo ---------------------------------------------------------------------------------
 
 def _human_size(n: int) -> str:
@@ -681,6 +747,18 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--refetch", action="store_true",
                      help="do not mark the imported hashes delivered (a crawl fetches them again)")
 
+    prune = sub.add_parser("prune", help="remove torrents by age or size, or keep the top N (--dry-run lists them)")
+    prune.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    prune.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database, instead of --db")
+    rule = prune.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--older-than", type=_age, metavar="AGE",
+                      help="remove torrents last seen longer ago than AGE (90s, 30m, 12h, 30d, 2w)")
+    rule.add_argument("--max-size", type=_size, metavar="SIZE",
+                      help="remove the least recently seen torrents until the torrents take at most SIZE (e.g. 2G)")
+    rule.add_argument("--keep-top", type=_count, metavar="N",
+                      help="keep the N best (largest measured swarm, then most often and latest seen)")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be removed; change nothing")
+
     serve = sub.add_parser("serve", help="the search page, a JSON API and Torznab over a crawl's database")
     serve.add_argument("--db", metavar="FILE.sqlite", help=f"the crawl's SQLite database (default ./{DEFAULT_DB})")
     serve.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database, instead of --db")
@@ -718,6 +796,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return run_import(args)
         if args.command == "serve":
             return run_serve(args)
+        if args.command == "prune":
+            return run_prune(args)
     except UsageError as e:
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -126,6 +126,12 @@ MIGRATIONS: Migrations = (
         "LEFT JOIN (SELECT torrent, group_concat(path, char(10)) AS paths FROM "
         "(SELECT torrent, path FROM files ORDER BY torrent, idx) GROUP BY torrent) p ON p.torrent = t.id",
     )),
+    ("swarm sizes: the latest BEP-33 estimate of seeders and leechers, and when it was made", (
+        # NULL until a scrape answered (the columns cost nothing in rows written before).
+        "ALTER TABLE torrents ADD COLUMN seeders INTEGER",
+        "ALTER TABLE torrents ADD COLUMN leechers INTEGER",
+        "ALTER TABLE torrents ADD COLUMN scraped_at INTEGER",  # Unix seconds, UTC
+    )),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -403,6 +409,11 @@ PG_MIGRATIONS: Migrations = (
             RAISE NOTICE 'dhtcrawler: no pg_trgm index (%), search scans', SQLERRM;
         END $$""",
         "CREATE INDEX torrents_by_first_seen ON torrents(first_seen)",
+    )),
+    ("swarm sizes: the latest BEP-33 estimate of seeders and leechers, and when it was made", (
+        "ALTER TABLE torrents ADD COLUMN seeders BIGINT",
+        "ALTER TABLE torrents ADD COLUMN leechers BIGINT",
+        "ALTER TABLE torrents ADD COLUMN scraped_at TIMESTAMPTZ",
     )),
 )
 
