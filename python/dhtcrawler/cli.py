@@ -134,6 +134,7 @@ class _Store:
         self.sink_failures = 0
         self._not_written: set = set()  # in the database, not yet in the JSON lines
         self._lock = threading.Lock()
+        self.on_new: Optional[Callable[[str], Any]] = None  # a new torrent stored (its key): the scrape
 
     def __call__(self, torrent: Torrent) -> Answer:
         try:
@@ -154,6 +155,8 @@ class _Store:
             return Answer.RETRY
         if self.show is not None:
             self.show(torrent)
+        if self.on_new is not None:
+            self.on_new(torrent.info_hash)
         return Answer.ACCEPT
 
     def close(self) -> None:
@@ -327,11 +330,16 @@ def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawle
 def run_crawl(args: argparse.Namespace) -> int:
     crawler = _create_crawler(args, crawl_options(args))
     db = jsonl = None
-    metrics = status = web = None
+    metrics = status = web = scraper = None
     try:
         db, jsonl = _open_sinks(args)
         store = _Store(db, jsonl)
         crawler.on_torrent(store, ack=True)
+        if not args.no_scrape:
+            from .swarm import SwarmScraper
+
+            scraper = SwarmScraper(crawler, db, args.scrape_rate, refresh_after=args.scrape_every)
+            store.on_new = scraper.request
         metrics = _serve_metrics(args.metrics, crawler)
         if args.serve:
             web = _web_app(args, None if args.store else db.path, crawler.metrics, args.serve, "--serve")
@@ -340,6 +348,8 @@ def run_crawl(args: argparse.Namespace) -> int:
             status = StatusLine(crawler, lambda: store.accepted)
         store.report = _error_printer(status)
         crawler.on_error(store.report)
+        if scraper is not None:
+            scraper.report = store.report
         stopper = _Stopper(crawler, args.duration)
         stopper.install()
         try:
@@ -353,8 +363,12 @@ def run_crawl(args: argparse.Namespace) -> int:
                       file=sys.stderr, flush=True)
             if status is not None:
                 status.start()
+            if scraper is not None:
+                scraper.start()
             stopper.wait()
         finally:
+            if scraper is not None:
+                scraper.stop()
             # No torrent callback after this: the sinks can close. A torrent being stored is
             # waited for, however long it takes (acceptance means durable).
             crawler.close(timeout=None)
@@ -441,10 +455,11 @@ def run_search(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{total} found" + (f", showing {args.offset + 1}-{args.offset + len(rows)}" if rows else ""))
     if rows:
-        print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'info hash':<40}  name")
+        print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'swarm':>11}  {'info hash':<40}  name")
         for r in rows:
+            swarm = "?" if r["seeders"] is None else f"{r['seeders']}/{r['leechers']}"
             print(f"{_human_size(r['total_size']):>10}  {r['num_files']:>6}  {r['first_seen'][:10]:<10}  "
-                  f"{r['version'] or '?':<7}  {r['info_hash']:<40}  {r['name']}")
+                  f"{r['version'] or '?':<7}  {swarm:>11}  {r['info_hash']:<40}  {r['name']}")
     return EXIT_OK
 
 
@@ -548,6 +563,15 @@ def run_prune(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         sink.close()
+
+
+def _scrape_rate(text: str) -> float:
+    from .swarm import parse_rate
+
+    try:
+        return parse_rate(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _age(text: str) -> float:
@@ -713,6 +737,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also serve the search page, API, Torznab and /metrics (see dhtcrawler serve)")
     _web_flags(crawl)
     crawl.add_argument("--quiet", action="store_true", help="no status line")
+    crawl.add_argument("--scrape-rate", type=_scrape_rate, default=30.0, metavar="N/min",
+                       help="BEP-33 swarm refreshes of stored torrents, at most N a minute (never measured "
+                            "first, then the hottest and newest; 0: none; default 30/min). Each new torrent "
+                            "is scraped at delivery besides")
+    crawl.add_argument("--scrape-every", type=_age, default=6 * 3600.0, metavar="AGE",
+                       help="refresh a stored swarm estimate once it is older than AGE (default 6h)")
+    crawl.add_argument("--no-scrape", action="store_true", help="no swarm scrapes at all")
     crawl.add_argument("--max-files", type=_count, metavar="N",
                        help="store at most N file rows per torrent (SQLite only; the file count and total "
                             "size still cover every file; default: all)")
@@ -726,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N results")
     search.add_argument("--sort", default="relevance",
                         help="relevance (default), size, first_seen, last_seen, files, name (A to Z), swarm "
-                             "(= relevance until swarm sizes are stored)")
+                             "(seeders + leechers of the latest estimate; unmeasured torrents last)")
     search.add_argument("--order", choices=("asc", "desc"), help="for size, first_seen...: default desc (name: asc)")
     search.add_argument("--min-size", type=_size, metavar="SIZE", help="e.g. 700M, 4G")
     search.add_argument("--max-size", type=_size, metavar="SIZE")

@@ -347,6 +347,25 @@ class SqliteSink:
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM torrents").fetchone()[0])
 
+    def set_swarm(self, info_hash: str, seeders: Optional[int], leechers: Optional[int], at: int) -> None:
+        """Stores a scrape's estimate (None, None: nobody knew the swarm; only the time is
+        recorded, the last estimate stays) for the torrent any of whose keys is ``info_hash``."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE torrents SET seeders = coalesce(?, seeders), leechers = coalesce(?, leechers), "
+                "scraped_at = ? WHERE id = (SELECT torrent FROM hashes WHERE hash = ?)",
+                (seeders, leechers, at, _key(info_hash)))
+
+    def swarms_due(self, limit: int, scraped_before: int) -> List[str]:
+        """Up to ``limit`` torrents (their keys, hex) whose swarm is due for a scrape: never
+        measured first, then measured before ``scraped_before``; the hottest (most often
+        seen), then the newest, first."""
+        with self._lock:
+            return [bytes(h).hex() for (h,) in self._conn.execute(
+                "SELECT info_hash FROM torrents WHERE scraped_at IS NULL OR scraped_at < ? "
+                "ORDER BY scraped_at IS NOT NULL, times_seen DESC, last_seen DESC LIMIT ?",
+                (scraped_before, int(limit)))]
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -512,6 +531,24 @@ class PostgresSink:
     def count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM torrents")[0][0])
+
+    def set_swarm(self, info_hash: str, seeders: Optional[int], leechers: Optional[int], at: int) -> None:
+        """SqliteSink.set_swarm for the fleet's database."""
+        when = datetime.fromtimestamp(at, timezone.utc).isoformat()
+        with self._lock:
+            self._conn.execute(
+                "UPDATE torrents SET seeders = coalesce($1::bigint, seeders), leechers = coalesce($2::bigint, leechers), "
+                "scraped_at = $3::timestamptz WHERE info_hash = $4 OR info_hash IN "
+                "(SELECT h.info_hash FROM hashes h WHERE left(h.hash, 40) = $4)",
+                (seeders, leechers, when, info_hash))
+
+    def swarms_due(self, limit: int, scraped_before: int) -> List[str]:
+        """SqliteSink.swarms_due for the fleet's database."""
+        when = datetime.fromtimestamp(scraped_before, timezone.utc).isoformat()
+        with self._lock:
+            return [h for (h,) in self._conn.execute(
+                "SELECT info_hash FROM torrents WHERE scraped_at IS NULL OR scraped_at < $1::timestamptz "
+                "ORDER BY scraped_at IS NOT NULL, times_seen DESC, last_seen DESC LIMIT $2", (when, int(limit)))]
 
     def close(self) -> None:
         with self._lock:
