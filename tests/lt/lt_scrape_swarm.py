@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A swarm of known size for BEP-33 scrape tests: real libtorrent 2.0 sessions on loopback,
 one torrent, --seeders sessions seeding it, --leechers sessions that have it without its
-data and never connect to anyone (so they stay leechers), and --nodes plain DHT nodes. Every
+data, never connect out and download nothing (upload mode: they stay leechers, and serve its metadata), and --nodes plain DHT nodes. Every
 session has its own 127.0.N.1 (BEP-33 filters count IP addresses), bootstraps from
 --bootstrap (the crawler under test) and is introduced to a few others, so they form one
 DHT in which the announces land on the nodes closest to the hash.
@@ -73,9 +73,11 @@ def main(argv):
         ip = "127.0.%d.1" % (args.base + i)
         settings = base_settings(ip, 0, args.bootstrap)
         settings["alert_mask"] = lt.alert_category.error | lt.alert_category.status
-        if role == "leecher":  # announces, but never gets a byte: it stays a leecher
-            settings.update({"enable_outgoing_tcp": False, "enable_outgoing_utp": False,
-                             "enable_incoming_tcp": False, "enable_incoming_utp": False})
+        if role == "leecher":
+            # It announces and serves the metadata (a crawler fetches from it like from a
+            # seeder), but never connects out, and its torrent is in upload mode (it downloads
+            # nothing; rate limits would not hold: loopback peers are exempt): it stays a leecher.
+            settings.update({"enable_outgoing_tcp": False, "enable_outgoing_utp": False})
         ses = lt.session(settings)
         sessions.append({"role": role, "ip": ip, "ses": ses, "handle": None})
     until = time.monotonic() + 10
@@ -97,6 +99,8 @@ def main(argv):
         atp.flags &= ~lt.torrent_flags.auto_managed & ~lt.torrent_flags.paused
         if s["role"] == "seeder":
             atp.flags |= lt.torrent_flags.seed_mode
+        else:
+            atp.flags |= lt.torrent_flags.upload_mode
         s["handle"] = s["ses"].add_torrent(atp)
 
     ready = False

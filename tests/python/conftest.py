@@ -310,6 +310,7 @@ class LtSwarm:
                      "--announce-interval", "10"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.ready: Optional[dict] = None
+        self.sessions: List[dict] = []
         self.events: "queue.Queue[Optional[dict]]" = queue.Queue()
         self.torrents: List[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -335,6 +336,8 @@ class LtSwarm:
             kind = ev.get("event")
             if kind == "torrent":
                 self.torrents.append(ev)
+            elif kind == "session":
+                self.sessions.append(ev)
             elif kind == "ready":
                 self.ready = ev
                 return self.torrents
@@ -382,7 +385,9 @@ def lt_scrape_swarm(tmp_path_factory):
         pytest.skip("/usr/bin/python3 with python3-libtorrent is not installed")
     swarms: List[LtSwarm] = []
 
-    def start(bootstrap: str, base: int, seeders: int = 6, leechers: int = 4, nodes: int = 8) -> LtSwarm:
+    def start(bootstrap: Optional[str], base: int, seeders: int = 6, leechers: int = 4, nodes: int = 8) -> LtSwarm:
+        """``bootstrap`` None: the sessions only know each other (a crawler joins later)."""
+        bootstrap = bootstrap or f"127.0.0.1:{unused_loopback_port()}"
         workdir = tmp_path_factory.mktemp("scrape")
         swarm = LtSwarm(workdir, bootstrap, "", argv=[
             SYSTEM_PYTHON, str(LT_SCRAPE_SWARM), "--workdir", str(workdir), "--bootstrap", bootstrap,

@@ -75,10 +75,17 @@ def test_polled_scrape_of_a_libtorrent_swarm(lt_scrape_swarm):
 
 def test_crawl_stores_the_swarm_at_delivery_and_search_shows_it(tmp_path, lt_scrape_swarm):
     db = tmp_path / "swarm.sqlite"
-    crawl = Crawl("--db", str(db), "--scrape-rate", "60/min", "--scrape-every", "15s")
+    # The swarm first, its announces landed; then the crawl joins it and finds the torrent
+    # in a node's BEP-51 samples (a crawl that samples before the announces land would ask
+    # those nodes again only much later).
+    swarm = lt_scrape_swarm(None, base=110, seeders=SEEDERS, leechers=LEECHERS)
+    info_hash = swarm.ready["info_hash"]
+    time.sleep(10)
+    nodes = [s["dht_endpoint"] for s in swarm.sessions if s["role"] == "node"]
+    crawl = Crawl("--db", str(db), "--scrape-rate", "60/min", "--scrape-every", "15s",
+                  *[arg for ep in nodes[:3] for arg in ("--bootstrap", ep)])
     try:
-        swarm = lt_scrape_swarm(crawl.endpoint(), base=110, seeders=SEEDERS, leechers=LEECHERS)
-        info_hash = swarm.ready["info_hash"]
+        crawl.endpoint()
 
         def stored():
             if not db.exists():

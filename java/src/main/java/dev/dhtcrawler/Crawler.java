@@ -183,7 +183,7 @@ public final class Crawler implements AutoCloseable {
         Objects.requireNonNull(infoHash, "infoHash");
         if (!infoHash.matches("[0-9a-fA-F]{40}")) throw new IllegalArgumentException("infoHash must be 40 hex digits");
         withCrawler(c -> {
-            c.request_scrape(infoHash);
+            c.request_scrape(infoHash.getBytes(StandardCharsets.US_ASCII)); // the native side takes bytes
             return null;
         });
     }
