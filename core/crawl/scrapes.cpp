@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dht/node_id.hpp"
+#include "crawl/closest.hpp"
 
 namespace dhtc::crawl {
 
@@ -47,18 +47,8 @@ bool scrapes::start(std::span<const krpc::node_entry> seeds) {
 
 void scrapes::add_candidate(scrape& s, const krpc::node_entry& e) {
     if (find(s, e.ep)) return;
-    if (s.n == width) {
-        if (!dht::closer_to(s.target, e.id, s.c[width - 1].node.id)) return;
-        if (s.c[width - 1].st == state::queried) return; // its reply must still find it
-        --s.n;
-    }
-    std::size_t pos = s.n;
-    while (pos > 0 && dht::closer_to(s.target, e.id, s.c[pos - 1].node.id)) {
-        s.c[pos] = s.c[pos - 1];
-        --pos;
-    }
-    s.c[pos] = candidate{e, state::fresh};
-    ++s.n;
+    insert_closest(s.target, s.c, s.n, candidate{e, state::fresh},
+                   [](const candidate& c) { return c.st == state::queried; });
 }
 
 scrapes::candidate* scrapes::find(scrape& s, const endpoint& ep) {
