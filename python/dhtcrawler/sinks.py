@@ -304,6 +304,10 @@ class SqliteSink:
                          "metadata_size": rec.get("metadata_size"), "id": key})
                     new = False
                 self._insert_hashes(rec, key)
+                if rec.get("scraped_at") is not None:  # a dump's swarm estimate: the newer one stays
+                    conn.execute("UPDATE torrents SET seeders = ?, leechers = ?, scraped_at = ? "
+                                 "WHERE id = ? AND (scraped_at IS NULL OR scraped_at < ?)",
+                                 (rec.get("seeders"), rec.get("leechers"), rec["scraped_at"], key, rec["scraped_at"]))
                 if also is not None:
                     also(conn)
                 conn.execute("COMMIT")
