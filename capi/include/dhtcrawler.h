@@ -225,11 +225,37 @@ DHTC_API int dhtc_crawler_set_error_callback(dhtc_crawler *c, dhtc_event_fn fn, 
 /** @brief Hashes seen without a peer ({"type":"observation",...}); dropped and counted when
  *  the application falls behind. */
 DHTC_API int dhtc_crawler_set_observation_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
+/** @brief Answers to dhtc_crawler_request_scrape() ({"type":"scrape","info_hash":...,"seeders":N,
+ *  "leechers":N,"responders":N,"queried":N,"at":UNIX_SECONDS}); dropped and counted when the
+ *  application falls behind (docs/events.md). */
+DHTC_API int dhtc_crawler_set_scrape_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
+
+/* ---- Requests ------------------------------------------------------------------------------ */
+
+/**
+ * @brief Asks for a BEP-33 scrape of a torrent: a get_peers lookup with scrape=1 toward the
+ * nodes closest to `info_hash`, whose seed and peer bloom filters are merged into estimates
+ * of the swarm's seeders and leechers.
+ *
+ * The answer comes as one "scrape" event (its callback, or dhtc_crawler_poll_event()), once the
+ * closest nodes have answered or the scrape's query budget is spent (seconds; never for a
+ * request made after shutdown). "responders" 0 means no node knew the swarm: the estimates are
+ * then 0 and mean unknown. A hash already waiting or running is not scraped twice (it gets one
+ * event). Scrapes draw on the crawl's query budget; a few run at once, the rest wait in a
+ * bounded queue.
+ *
+ * @param info_hash the 20-byte info hash (v1, or a v2 hash truncated to 20 bytes).
+ * @return DHTC_OK; DHTC_ERR_STATE after shutdown, or when the request queue is full (ask again
+ *         later; dhtc_last_error() says which).
+ * Thread safety: any thread, once created (requests made before start run after it); also
+ * inside callbacks.
+ */
+DHTC_API int dhtc_crawler_request_scrape(dhtc_crawler *c, const unsigned char info_hash[20]);
 
 /* ---- Polling --------------------------------------------------------------------------------
  * The alternative to callbacks, for hosts that pull events on their own thread. Enable it
  * before start; callbacks are then not used. Every event type is polled (gate, torrent,
- * completion, retry, error, observation; dispatch on "type", ignore unknown ones). Gate and
+ * completion, retry, error, observation, scrape; dispatch on "type", ignore unknown ones). Gate and
  * torrent events carry an "id" to be answered with dhtc_crawler_answer(); an unanswered gate
  * takes metadata.gate_default after metadata.gate_timeout_millis, an unanswered torrent is
  * answered DHTC_ANSWER_RETRY after the same time (it was not stored, so it is fetched again).

@@ -78,7 +78,7 @@ struct dhtc_crawler {
     hook<dhtc_gate_fn> gate;
     hook<dhtc_torrent_fn> torrent;
     hook<dhtc_torrent_ack_fn> torrent_ack;
-    hook<dhtc_event_fn> completion, retry, error, observation;
+    hook<dhtc_event_fn> completion, retry, error, observation, scrape;
     bool polling = false;
     std::unique_ptr<dhtc::api::crawler> engine;
     std::once_flag configure_once;
@@ -107,6 +107,7 @@ dhtc::api::event_handlers dhtc_crawler::handlers() const {
     if (retry.fn) h.retry = event(retry, [](const auto& r) { return retry_json(r); });
     if (error.fn) h.error = event(error, [](const std::string& m) { return error_json(m); });
     if (observation.fn) h.observation = event(observation, [](const auto& o) { return observation_json(o); });
+    if (scrape.fn) h.scrape = event(scrape, [](const auto& s) { return scrape_json(s); });
     return h;
 }
 
@@ -249,7 +250,20 @@ DHTC_SETTER(completion, dhtc_event_fn, completion)
 DHTC_SETTER(retry, dhtc_event_fn, retry)
 DHTC_SETTER(error, dhtc_event_fn, error)
 DHTC_SETTER(observation, dhtc_event_fn, observation)
+DHTC_SETTER(scrape, dhtc_event_fn, scrape)
 #undef DHTC_SETTER
+
+int dhtc_crawler_request_scrape(dhtc_crawler* c, const unsigned char info_hash[20]) {
+    return guard([&] {
+        require(info_hash, "info_hash is NULL");
+        auto& e = engine(c);
+        if (e.shut_down()) fail(DHTC_ERR_STATE, shut_down_message);
+        dhtc::id20 h;
+        std::memcpy(h.bytes.data(), info_hash, dhtc::id20::size);
+        if (!e.request_scrape(h)) fail(DHTC_ERR_STATE, "the scrape request queue is full: ask again later");
+        return DHTC_OK;
+    });
+}
 
 int dhtc_crawler_enable_polling(dhtc_crawler* c) { return set_before_start(c, [&] { c->polling = true; }); }
 

@@ -53,6 +53,12 @@ void crawler::sink::on_observation(const observation& o) {
     out->post_observation(o);
 }
 
+void crawler::sink::on_scrape(const scrape_event& e) {
+    scrape_event stamped = e;
+    stamped.at = std::chrono::system_clock::now();
+    out->post_scrape(stamped);
+}
+
 double crawler::sink::metadata_pressure() const { return pipe->pressure(); }
 
 std::unique_ptr<crawler> crawler::create(const crawler_options& o, std::string& error, create_failure* why) {

@@ -81,6 +81,9 @@ public:
     /// Hands the pipeline a (hash, peer) pair learned outside the DHT (another source, a
     /// test). Any thread; false when the ingress queue is full.
     bool inject_hash(const hash_event& e) { return pipeline_->ingress().try_push(e); }
+    /// Asks for a BEP-33 scrape of `info_hash`; the answer comes as a scrape event. Any
+    /// thread; false when the request queue is full.
+    bool request_scrape(const id20& info_hash) { return dht_->request_scrape(info_hash); }
 
     // Observation (snapshots, metrics): any thread between create and destruction.
     const engine::dht_engine& dht() const noexcept { return *dht_; }
@@ -99,6 +102,7 @@ private:
         std::atomic<std::uint64_t> hashes_dropped{0};
         void on_hash(const hash_event& e) override;
         void on_observation(const observation& o) override;
+        void on_scrape(const scrape_event& e) override;
         double metadata_pressure() const override;
     };
     class retry_adapter;

@@ -143,6 +143,11 @@ void event_delivery::post_retry(const retry_event& e) {
     push(main_, e, options_.main_capacity, &counters_.retry_events_dropped);
 }
 
+void event_delivery::post_scrape(const scrape_event& e) {
+    if (!polling_ && !handlers_.scrape) return;
+    push(main_, e, options_.main_capacity, &counters_.scrapes_dropped);
+}
+
 void event_delivery::post_observation(const observation& o) {
     // Nobody subscribed: nothing to carry.
     if (!observations_wanted_.load(std::memory_order_relaxed)) return;
@@ -259,6 +264,10 @@ event_delivery::poll_status event_delivery::poll(std::optional<std::chrono::mill
                        out = {observation_json(o), {}};
                        bump(counters_.observations);
                    },
+                   [&](scrape_event& e) {
+                       out = {scrape_json(e), {}};
+                       bump(counters_.scrapes);
+                   },
                },
                *next);
     lock.unlock();
@@ -328,6 +337,10 @@ void event_delivery::dispatch(item& i) {
                    [&](observation& o) {
                        bump(counters_.observations);
                        if (handlers_.observation) guarded("observation callback", [&] { handlers_.observation(o); });
+                   },
+                   [&](scrape_event& e) {
+                       bump(counters_.scrapes);
+                       if (handlers_.scrape) guarded("scrape callback", [&] { handlers_.scrape(e); });
                    },
                },
                i);

@@ -37,6 +37,8 @@ struct event_handlers {
     std::function<void(const retry_event&)> retry;
     std::function<void(const std::string& message)> error;
     std::function<void(const observation&)> observation;
+    /// The answer to a scrape request (crawler::request_scrape).
+    std::function<void(const scrape_event&)> scrape;
 };
 
 /// A torrent handler written as yes/no: true accepts, false rejects.
@@ -68,6 +70,8 @@ struct delivery_counters {
     std::atomic<std::uint64_t> errors_dropped{0};
     std::atomic<std::uint64_t> retry_events{0};
     std::atomic<std::uint64_t> retry_events_dropped{0};
+    std::atomic<std::uint64_t> scrapes{0};
+    std::atomic<std::uint64_t> scrapes_dropped{0}; ///< the main lane was full
     std::atomic<std::uint64_t> callback_exceptions{0};
     std::atomic<std::uint64_t> answers_timed_out{0}; ///< pull: defaults applied to unanswered events
     std::atomic<std::uint64_t> polled{0};            ///< pull: events taken
@@ -104,6 +108,8 @@ public:
     /// Dropped (and counted) when the lane is full or nobody listens.
     void post_observation(const observation& o);
     void post_retry(const retry_event& e);
+    /// Dropped (and counted) when the main lane is full; not queued when nobody listens.
+    void post_scrape(const scrape_event& e);
 
     enum class poll_status : std::uint8_t { event, timeout, closed };
     /// Pull: the next event, waiting at most `timeout` (nullopt: no limit). `closed` once the
@@ -130,7 +136,8 @@ private:
         completion c;
         std::function<void()> done;
     };
-    using item = std::variant<gate_item, torrent_item, completion_item, retry_event, std::string, observation>;
+    using item =
+        std::variant<gate_item, torrent_item, completion_item, retry_event, std::string, observation, scrape_event>;
     /// A pull event waiting for its answer; the default is applied at `deadline`.
     struct awaited {
         std::chrono::steady_clock::time_point deadline;

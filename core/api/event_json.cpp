@@ -57,6 +57,17 @@ std::string observation_json(const observation& o) {
     return dump(j);
 }
 
+std::string scrape_json(const scrape_event& e) {
+    auto j = envelope("scrape");
+    j["info_hash"] = e.info_hash.hex();
+    j["seeders"] = e.seeders;
+    j["leechers"] = e.leechers;
+    j["responders"] = e.responders;
+    j["queried"] = e.queried;
+    j["at"] = std::chrono::duration_cast<std::chrono::seconds>(e.at.time_since_epoch()).count();
+    return dump(j);
+}
+
 std::string gate_json(std::uint64_t id, const id20& info_hash) {
     auto j = envelope("gate");
     j["id"] = id;

@@ -15,6 +15,7 @@ std::string completion_json(const completion& c);
 std::string retry_json(const retry_event& e);
 std::string error_json(const std::string& message);
 std::string observation_json(const observation& o);
+std::string scrape_json(const scrape_event& e);
 /// Polling only: a gate to answer by `id`.
 std::string gate_json(std::uint64_t id, const id20& info_hash);
 /// The torrent JSON form (docs/torrent-json.md) with `peer` and `discovered_at`.

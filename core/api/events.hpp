@@ -45,6 +45,18 @@ struct observation {
     time_point at{};
 };
 
+/// The answer to a scrape request (BEP-33): the swarm's size estimated from the bloom
+/// filters of the nodes closest to the hash. `responders` 0: nobody knew the swarm (the
+/// estimates are then 0 and mean "unknown").
+struct scrape_event {
+    id20 info_hash;
+    std::uint64_t seeders = 0;
+    std::uint64_t leechers = 0;
+    std::uint32_t responders = 0; ///< nodes whose reply described the swarm
+    std::uint32_t queried = 0;    ///< get_peers (scrape=1) queries sent
+    std::chrono::system_clock::time_point at{}; ///< when the scrape ended
+};
+
 // ---- From the metadata side ------------------------------------------------------------------
 
 /// The application's answer to a torrent (the C ABI's dhtc_answer has the same values).

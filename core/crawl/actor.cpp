@@ -41,13 +41,13 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
     : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), sources_(sources), own_id_(own_id), rng_(seed),
       replies_(o.scheduler.priority_event_channel_capacity),
       discoveries_(o.scheduler.discovery_event_channel_capacity),
-      lookup_requests_(o.bep51.lookup_queue_capacity),
+      lookup_requests_(o.bep51.lookup_queue_capacity), scrape_requests_(scrape_options{}.queue_capacity),
       pool_(c, policy, node_pool_options{o.pool.capacity, 100, 25, o.rate_limit.max_replacements_per_minute, seed ^ 1}),
       recent_(probe_options(o)),
       subnets_(subnet_counter_options{o.rate_limit.max_in_flight_per_subnet, o.rate_limit.max_in_flight, seed ^ 2}),
       ring_(responsive_ring_options{o.pool.responsive_capacity, std::chrono::seconds(o.pool.responsive_ttl_secs),
                                     o.scheduler.routing_snapshot_size, seed ^ 3}),
-      transactions_(o.rate_limit.max_in_flight, seed ^ 4), lookups_(o.bep51),
+      transactions_(o.rate_limit.max_in_flight, seed ^ 4), lookups_(o.bep51), scrapes_(scrape_options{}),
       query_rate_(c, o.rate_limit.max_find_node_rate_per_sec, o.rate_limit.burst),
       new_destinations_(token_bucket::per_minute(c, o.rate_limit.max_new_destinations_per_minute)),
       sample_rate_(c, o.bep51.max_sample_rate_per_sec, std::max(1.0, o.bep51.max_sample_rate_per_sec)),
@@ -113,6 +113,10 @@ void actor::turn() {
     lookup_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
     for (const auto& h : lookup_batch_)
         if (lookups_.want(h)) bump(stats_.retry_lookups);
+    lookup_batch_.clear();
+    scrape_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
+    for (const auto& h : lookup_batch_)
+        if (!scrapes_.want(h)) bump(stats_.scrapes_dropped);
 
     transactions_.expire(now, std::chrono::seconds(options_.rate_limit.request_timeout_secs),
                          [&](const pending_query& q) {
@@ -224,7 +228,26 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         lookups_.on_reply(q->context, r.from, toward, peers);
         break;
     }
+    case query_kind::scrape: handle_scrape_reply(*q, r.from); break;
     }
+}
+
+// A scrape's reply: its filters (or, from a node without BEP-33, its values) go to the
+// scrape; its peers are not fetched from (a scrape is asked for hashes already held).
+void actor::handle_scrape_reply(const pending_query& q, const endpoint& from) {
+    const auto& resp = msg_.response;
+    scrapes::reply r;
+    r.nodes = from.address.is_v6() ? &resp.nodes6 : &resp.nodes;
+    r.seeds_filter = resp.seeds_filter;
+    r.peers_filter = resp.peers_filter;
+    if (resp.has_values) r.values = &resp.values;
+    report_scrape(scrapes_.on_reply(q.context, from, r));
+}
+
+void actor::report_scrape(const std::optional<scrape_result>& r) {
+    if (!r) return;
+    bump(stats_.scrapes_completed);
+    sink_.on_scrape(scrape_event{r->info_hash, r->seeders, r->leechers, r->responders, r->queried, {}});
 }
 
 void actor::handle_failure(const pending_query& q) {
@@ -247,6 +270,7 @@ void actor::handle_failure(const pending_query& q) {
     case query_kind::get_peers:
         lookups_.on_failure(q.context, q.to);
         break;
+    case query_kind::scrape: report_scrape(scrapes_.on_failure(q.context, q.to)); break;
     case query_kind::find_node:
     case query_kind::sample:
         break;
@@ -391,6 +415,7 @@ void actor::send_queries(time_point now) {
             }
             continue;
         }
+        if (send_scrape_query(now, seeds)) continue;
         // 2. BEP-51 samples from responsive nodes whose interval has passed.
         if (!samples_due_.empty() && samples_due_.top().due <= now && sample_rate_.available() >= 1.0) {
             const auto s = samples_due_.top();
@@ -490,6 +515,10 @@ actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to
         encoded = krpc::encode_get_peers(packet_, h, target);
         bump(stats_.queries_get_peers);
         break;
+    case query_kind::scrape:
+        encoded = krpc::encode_get_peers(packet_, h, target, krpc::want::none, true);
+        bump(stats_.queries_scrape);
+        break;
     }
     query_rate_.try_acquire();
     if (kind == query_kind::find_node || kind == query_kind::bootstrap) recent_.insert(to.ep, now);
@@ -497,6 +526,22 @@ actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to
     // one: one failure path instead of two, and the budget was spent anyway.
     if (!encoded || !out_.send(to.ep, packet_)) bump(stats_.send_failed);
     return send_result::sent;
+}
+
+// 1b. BEP-33 scrapes the application asked for: started when a slot is free, seeded like a
+//     lookup, and sent before crawling (they are few, and someone waits for each).
+bool actor::send_scrape_query(time_point now, std::span<krpc::node_entry> seeds) {
+    if (scrapes_.has_queued() && scrapes_.has_free_slot() && snapshot_nodes_.snap) {
+        const id20 target = scrapes_.front();
+        std::size_t n = snapshot_nodes_.closest(target, krpc::ip_family::v4, seeds.first(8));
+        n += snapshot_nodes_.closest(target, krpc::ip_family::v6, seeds.subspan(n, 8));
+        if (n > 0 && scrapes_.start(seeds.first(n))) bump(stats_.scrapes_started);
+    }
+    const auto q = scrapes_.next();
+    if (!q) return false;
+    if (send_query(query_kind::scrape, q->to, q->target, q->slot, now) != send_result::sent)
+        report_scrape(scrapes_.on_failure(q->slot, q->to.ep));
+    return true;
 }
 
 id20 actor::crawl_target() {

@@ -20,6 +20,7 @@
 #include "crawl/rate_limiter.hpp"
 #include "crawl/recent_probes.hpp"
 #include "crawl/responsive_ring.hpp"
+#include "crawl/scrapes.hpp"
 #include "crawl/source_table.hpp"
 #include "crawl/subnet_counter.hpp"
 #include "crawl/transactions.hpp"
@@ -74,6 +75,10 @@ struct crawl_stats {
     std::atomic<std::uint64_t> lookups_dropped{0};
     std::atomic<std::uint64_t> lookup_peers{0};      ///< peers found for sampled hashes
     std::atomic<std::uint64_t> retry_lookups{0};     ///< lookups asked for by the retry side
+    std::atomic<std::uint64_t> queries_scrape{0};    ///< get_peers with scrape=1 (BEP-33)
+    std::atomic<std::uint64_t> scrapes_started{0};
+    std::atomic<std::uint64_t> scrapes_completed{0};
+    std::atomic<std::uint64_t> scrapes_dropped{0};   ///< requests refused: the scrape queue was full
     std::atomic<std::uint64_t> bootstrap_rounds{0};
     std::atomic<std::uint64_t> discoveries_dropped{0};
     std::atomic<std::uint64_t> replies_dropped{0};
@@ -93,6 +98,9 @@ public:
     /// Fed by the retry side (any thread): hashes due for a retry without fresh peers. Each
     /// becomes a get_peers lookup like a sampled hash; the peers found arrive as hash events.
     bounded_queue<id20>& lookup_requests() noexcept { return lookup_requests_; }
+    /// Fed by the application (any thread): hashes to scrape (BEP-33); each answer reaches
+    /// the sink's on_scrape().
+    bounded_queue<id20>& scrape_requests() noexcept { return scrape_requests_; }
 
     /// Resolved endpoints of bootstrap source `index` (the engine resolves names).
     void set_bootstrap_endpoints(std::size_t index, std::vector<endpoint> endpoints);
@@ -144,6 +152,9 @@ private:
 
     void handle_reply(const dht::inbound_reply& r, time_point now);
     void handle_failure(const pending_query& q);
+    void handle_scrape_reply(const pending_query& q, const endpoint& from);
+    bool send_scrape_query(time_point now, std::span<krpc::node_entry> seeds);
+    void report_scrape(const std::optional<scrape_result>& r);
     void admit(const krpc::node_entry& e, time_point now, node_pool::origin from = node_pool::origin::answer);
     void admit_querier(const krpc::node_entry& e, time_point now);
     void schedule_sample(const krpc::node_entry& n, time_point due);
@@ -169,6 +180,7 @@ private:
     bounded_queue<krpc::node_entry> discoveries_;
     bounded_queue<id20> lookup_requests_;
     std::vector<id20> lookup_batch_;
+    bounded_queue<id20> scrape_requests_;
     std::vector<dht::inbound_reply> reply_batch_;
     std::vector<krpc::node_entry> discovery_batch_;
 
@@ -178,6 +190,7 @@ private:
     responsive_ring ring_;
     transaction_table transactions_;
     lookups lookups_;
+    scrapes scrapes_;
     token_bucket query_rate_;
     token_bucket new_destinations_;
     token_bucket sample_rate_;

@@ -10,6 +10,7 @@ namespace dhtc::crawl {
 using api::hash_event;
 using api::hash_source;
 using api::observation;
+using api::scrape_event;
 
 /// Called on the network thread: implementations push onto bounded queues and never block.
 class crawl_sink {
@@ -17,6 +18,9 @@ public:
     virtual ~crawl_sink() = default;
     virtual void on_hash(const hash_event& e) = 0;
     virtual void on_observation(const observation& o) = 0;
+    /// A scrape ended (its `at` is left for the sink to stamp). Sinks that never request
+    /// scrapes need not listen.
+    virtual void on_scrape(const scrape_event&) {}
     /// 0.0 (idle) .. 1.0 (full): how deep the metadata pipeline's queue is, for the
     /// query-rate feedback.
     virtual double metadata_pressure() const = 0;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "dht/node_id.hpp"
+#include "crawl/closest.hpp"
 
 namespace dhtc::crawl {
 
@@ -63,22 +63,8 @@ bool lookups::start(std::span<const krpc::node_entry> seeds) {
 
 void lookups::add_candidate(lookup& l, const krpc::node_entry& e) {
     if (find(l, e.ep)) return;
-    // Keep the `width` closest to the target, sorted; a farther node than all of a full
-    // list is not worth a query.
-    candidate fresh{e, state::fresh};
-    if (l.n == width) {
-        if (!dht::closer_to(l.target, e.id, l.c[width - 1].node.id)) return;
-        // Never drop a candidate with a query in flight: its reply must still find it.
-        if (l.c[width - 1].st == state::queried) return;
-        --l.n;
-    }
-    std::size_t pos = l.n;
-    while (pos > 0 && dht::closer_to(l.target, e.id, l.c[pos - 1].node.id)) {
-        l.c[pos] = l.c[pos - 1];
-        --pos;
-    }
-    l.c[pos] = fresh;
-    ++l.n;
+    insert_closest(l.target, l.c, l.n, candidate{e, state::fresh},
+                   [](const candidate& c) { return c.st == state::queried; });
 }
 
 lookups::candidate* lookups::find(lookup& l, const endpoint& ep) {

@@ -219,6 +219,10 @@ bool dht_engine::request_lookup(const id20& info_hash) {
     return impl_->service->actor().lookup_requests().try_push(info_hash);
 }
 
+bool dht_engine::request_scrape(const id20& info_hash) {
+    return impl_->service->actor().scrape_requests().try_push(info_hash);
+}
+
 std::vector<endpoint> dht_engine::local_endpoints() const {
     std::vector<endpoint> out;
     if (impl_->v4) out.push_back(impl_->v4->local_endpoint());

@@ -52,6 +52,9 @@ public:
 
     /// Asks for a get_peers lookup of `info_hash` (any thread); false when the queue is full.
     bool request_lookup(const id20& info_hash);
+    /// Asks for a BEP-33 scrape of `info_hash` (any thread); false when the queue is full.
+    /// The answer reaches the crawl sink's on_scrape().
+    bool request_scrape(const id20& info_hash);
 
     std::vector<endpoint> local_endpoints() const;
     const id20& node_id() const noexcept;

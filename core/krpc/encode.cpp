@@ -92,11 +92,13 @@ bool encode_find_node(std::string& out, const query_header& h, const id20& targe
     });
 }
 
-bool encode_get_peers(std::string& out, const query_header& h, const id20& info_hash, want wants) noexcept {
+bool encode_get_peers(std::string& out, const query_header& h, const id20& info_hash, want wants,
+                      bool scrape) noexcept {
     if (!valid_transaction(h.transaction)) return false;
     return emit(out, [&](writer& w) {
         begin_query(w, h);
         w.entry("info_hash", info_hash.view());
+        if (scrape) w.entry("scrape", std::int64_t{1});
         write_want(w, wants);
         end_query(w, h, "get_peers");
     });

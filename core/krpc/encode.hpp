@@ -45,8 +45,9 @@ struct reply_header {
 bool encode_ping(std::string& out, const query_header& h) noexcept;
 /// find_node query; `want` is omitted when want::none.
 bool encode_find_node(std::string& out, const query_header& h, const id20& target, want w = want::none) noexcept;
-/// get_peers query; `want` is omitted when want::none.
-bool encode_get_peers(std::string& out, const query_header& h, const id20& info_hash, want w = want::none) noexcept;
+/// get_peers query; `want` is omitted when want::none; `scrape` asks for BEP-33's BFsd/BFpe.
+bool encode_get_peers(std::string& out, const query_header& h, const id20& info_hash, want w = want::none,
+                      bool scrape = false) noexcept;
 /// announce_peer query. `port` must be non-zero unless `implied_port`; the token must be at
 /// most max_token_size bytes. implied_port and seed are written only when true.
 bool encode_announce_peer(std::string& out, const query_header& h, const id20& info_hash, std::uint16_t port,

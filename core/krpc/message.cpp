@@ -70,7 +70,7 @@ enum class key : std::uint8_t {
     a, e, q, r, t, v, y,
     id, ip, ro, bs,
     num,
-    port, want, seed,
+    port, want, seed, bf_seeds, bf_peers,
     nodes, token,
     target, nodes6, values, noseed, scrape,
     samples,
@@ -103,6 +103,8 @@ key classify(std::string_view k) noexcept {
         if (k == "port") return key::port;
         if (k == "want") return key::want;
         if (k == "seed") return key::seed;
+        if (k == "BFsd") return key::bf_seeds;
+        if (k == "BFpe") return key::bf_peers;
         return key::other;
     case 5:
         if (k == "nodes") return key::nodes;
@@ -375,6 +377,14 @@ parse_result parser::parse_response(const bencode::value& root, const bencode::v
             if (!val.is_integer() || val.as_integer() < 0) return fail(error::bad_num, val);
             ra.num = val.as_integer();
             ra.has_num = true;
+            break;
+        // BEP-33: a filter of any other shape is ignored, not fatal; the reply's nodes and
+        // values still count.
+        case key::bf_seeds:
+            if (val.is_string() && val.as_string().size() == scrape_filter_size) ra.seeds_filter = val.as_string();
+            break;
+        case key::bf_peers:
+            if (val.is_string() && val.as_string().size() == scrape_filter_size) ra.peers_filter = val.as_string();
             break;
         default: break;
         }

@@ -28,6 +28,8 @@ inline constexpr std::size_t max_token_size = 64;
 inline constexpr std::size_t max_method_size = 64;
 /// BEP-51: the largest `interval` a responder may ask for, in seconds.
 inline constexpr std::int64_t max_sample_interval = 21600;
+/// BEP-33: the size of a `BFsd` / `BFpe` bloom filter.
+inline constexpr std::size_t scrape_filter_size = 256;
 
 enum class message_type : std::uint8_t { query, response, error };
 
@@ -139,6 +141,11 @@ struct response_args {
     bool has_interval = false;
     std::int64_t num = 0;
     bool has_num = false;
+
+    /// BEP-33 `BFsd` / `BFpe` (answers to get_peers with scrape=1): exactly
+    /// scrape_filter_size bytes when present, else empty (a filter of another size is ignored).
+    std::string_view seeds_filter;
+    std::string_view peers_filter;
 
     std::size_t sample_count() const noexcept { return samples.size() / id20::size; }
     /// The i-th sample; i must be < sample_count().

@@ -127,6 +127,7 @@ const (
 	eventError       = 2
 	eventObservation = 3
 	eventRetry       = 4
+	eventScrape      = 5
 )
 
 // goDhtcEvent decodes by the envelope's "type", not by the callback it came through, so an
@@ -143,7 +144,7 @@ func goDhtcEvent(h C.uintptr_t, kind C.int, doc *C.char) {
 	}
 	raw := C.GoString(doc)
 	where := map[C.int]string{eventCompletion: "completion", eventError: "error", eventObservation: "observation",
-		eventRetry: "retry"}[kind]
+		eventRetry: "retry", eventScrape: "scrape"}[kind]
 	defer func() {
 		if p := recover(); p != nil {
 			c.report(where, p)
@@ -165,6 +166,10 @@ func goDhtcEvent(h C.uintptr_t, kind C.int, doc *C.char) {
 	case Observation:
 		if c.onObservation != nil {
 			c.onObservation(e)
+		}
+	case Scrape:
+		if c.onScrape != nil {
+			c.onScrape(e)
 		}
 	case ErrorEvent:
 		if c.onError != nil {

@@ -48,6 +48,11 @@ static int goc_poll(dhtc_crawler *c, long long timeout_ms, char **json, unsigned
     *err = goc_error_copy(s);
     return s;
 }
+static int goc_request_scrape(dhtc_crawler *c, const unsigned char *info_hash, char **err) {
+    int s = dhtc_crawler_request_scrape(c, info_hash);
+    *err = goc_error_copy(s);
+    return s;
+}
 static int goc_answer(dhtc_crawler *c, unsigned long long id, int answer, char **err) {
     int s = dhtc_crawler_answer(c, id, answer);
     *err = goc_error_copy(s);
@@ -127,10 +132,15 @@ func cCreate(options string) (*C.dhtc_crawler, error) {
 	return c, nil
 }
 
-func cRegister(c *C.dhtc_crawler, h cgo.Handle, gate, completion, retry, errs, observation bool) error {
+func cRegister(c *C.dhtc_crawler, h cgo.Handle, gate, completion, retry, errs, observation, scrape bool) error {
 	var msg *C.char
 	return statusError(C.goc_register(c, C.uintptr_t(h), cbool(gate), cbool(completion), cbool(retry),
-		cbool(errs), cbool(observation), &msg), msg)
+		cbool(errs), cbool(observation), cbool(scrape), &msg), msg)
+}
+
+func cRequestScrape(c *C.dhtc_crawler, infoHash [20]byte) error {
+	var msg *C.char
+	return statusError(C.goc_request_scrape(c, (*C.uchar)(unsafe.Pointer(&infoHash[0])), &msg), msg)
 }
 
 func cEnablePolling(c *C.dhtc_crawler) error {

@@ -32,6 +32,7 @@ package dhtcrawler
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,7 @@ type settings struct {
 	onRetry       func(Retry)
 	onError       func(message string)
 	onObservation func(Observation)
+	onScrape      func(Scrape)
 	buffer        int
 	polling       bool
 }
@@ -115,6 +117,10 @@ func WithObservations(fn func(Observation)) Setting {
 	return func(s *settings) { s.onObservation = fn }
 }
 
+// WithScrapes receives the answers to RequestScrape; the library drops (and counts) them
+// when this function falls behind.
+func WithScrapes(fn func(Scrape)) Setting { return func(s *settings) { s.onScrape = fn } }
+
 // WithTorrentBuffer sets the capacity of the Torrents channel (default 64, at least 0).
 func WithTorrentBuffer(n int) Setting {
 	return func(s *settings) {
@@ -163,10 +169,10 @@ func New(options any, opts ...Setting) (*Crawler, error) {
 		o(&c.settings)
 	}
 	if c.polling && (c.gate != nil || c.answer != nil || c.onCompletion != nil || c.onRetry != nil ||
-		c.onError != nil || c.onObservation != nil) {
+		c.onError != nil || c.onObservation != nil || c.onScrape != nil) {
 		return nil, &Error{Status: statusInvalidArgument, Name: statusName(statusInvalidArgument),
 			Message: "WithPolling excludes callbacks (WithGate, WithAccept, WithAnswer, WithCompletion, " +
-				"WithRetry, WithErrors, WithObservations)"}
+				"WithRetry, WithErrors, WithObservations, WithScrapes)"}
 	}
 	c.torrents = make(chan *Torrent, c.buffer)
 	if c.ptr, err = cCreate(doc); err != nil {
@@ -177,7 +183,7 @@ func New(options any, opts ...Setting) (*Crawler, error) {
 	} else {
 		c.handle = cgo.NewHandle(c)
 		err = cRegister(c.ptr, c.handle, c.gate != nil, c.onCompletion != nil, c.onRetry != nil,
-			c.onError != nil, c.onObservation != nil)
+			c.onError != nil, c.onObservation != nil, c.onScrape != nil)
 	}
 	if err != nil {
 		_ = cDestroy(c.ptr)
@@ -390,6 +396,21 @@ func (c *Crawler) Poll(ctx context.Context) (Event, error) {
 // Answer answers a polled Gate (AnswerAccept: fetch it; AnswerReject: skip it) or
 // TorrentEvent (AnswerAccept, AnswerReject or AnswerRetry) by its ID. An error matching
 // ErrNotFound when it was answered already or its time ran out. Any goroutine.
+// RequestScrape asks for a BEP-33 scrape of a torrent (40 hex characters; a v2 hash
+// truncated to 20 bytes): its estimate comes as one Scrape event (WithScrapes, or Poll)
+// within seconds. A hash already waiting is not scraped twice. Any goroutine, also inside
+// callbacks; an Error with ErrState after shutdown or when the request queue is full.
+func (c *Crawler) RequestScrape(infoHash string) error {
+	raw, err := hex.DecodeString(infoHash)
+	if err != nil || len(raw) != 20 {
+		return &Error{Status: statusInvalidArgument, Name: statusName(statusInvalidArgument),
+			Message: "RequestScrape: the info hash must be 40 hex characters"}
+	}
+	var h [20]byte
+	copy(h[:], raw)
+	return c.withPtr(func(p *C.dhtc_crawler) error { return cRequestScrape(p, h) })
+}
+
 func (c *Crawler) Answer(id uint64, answer Answer) error {
 	return c.withPtr(func(p *C.dhtc_crawler) error { return cAnswer(p, id, int(answer)) })
 }

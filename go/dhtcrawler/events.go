@@ -108,12 +108,26 @@ type Observation struct {
 	JSON     json.RawMessage `json:"-"`
 }
 
+// Scrape is the answer to Crawler.RequestScrape (BEP-33): the swarm's seeders and leechers
+// estimated from the bloom filters of the nodes closest to the hash, Responders of which
+// described the swarm (0: nobody knew it, the estimates mean unknown) out of Queried.
+type Scrape struct {
+	InfoHash   string          `json:"info_hash"`
+	Seeders    uint64          `json:"seeders"`
+	Leechers   uint64          `json:"leechers"`
+	Responders uint32          `json:"responders"`
+	Queried    uint32          `json:"queried"`
+	At         time.Time       `json:"-"` // when the scrape ended
+	JSON       json.RawMessage `json:"-"`
+}
+
 func (Gate) Type() string          { return "gate" }
 func (*TorrentEvent) Type() string { return "torrent" }
 func (Completion) Type() string    { return "completion" }
 func (Retry) Type() string         { return "retry" }
 func (ErrorEvent) Type() string    { return "error" }
 func (Observation) Type() string   { return "observation" }
+func (Scrape) Type() string        { return "scrape" }
 
 // logf reports what the package ignores (an event type it does not know); a variable so
 // tests can watch it.
@@ -166,6 +180,15 @@ func decodeEvent(doc string, info []byte) (Event, error) {
 		e := Observation{JSON: raw}
 		err = json.Unmarshal(raw, &e)
 		ev = e
+	case "scrape":
+		var e struct {
+			Scrape
+			At int64 `json:"at"`
+		}
+		err = json.Unmarshal(raw, &e)
+		s := e.Scrape
+		s.At, s.JSON = time.Unix(e.At, 0).UTC(), raw
+		ev = s
 	default:
 		logf("dhtcrawler: ignoring an event of unknown type %q", head.Type)
 		return nil, nil

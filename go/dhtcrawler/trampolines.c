@@ -31,8 +31,12 @@ static void observation(const char *json, void *user_data) {
     goDhtcEvent((uintptr_t)user_data, GOC_EVENT_OBSERVATION, (char *)json);
 }
 
+static void scrape(const char *json, void *user_data) {
+    goDhtcEvent((uintptr_t)user_data, GOC_EVENT_SCRAPE, (char *)json);
+}
+
 int goc_register(dhtc_crawler *c, uintptr_t handle, int want_gate, int want_completion, int want_retry,
-                 int want_error, int want_observation, char **err) {
+                 int want_error, int want_observation, int want_scrape, char **err) {
     void *user_data = (void *)handle;
     int status = dhtc_crawler_set_torrent_ack_callback(c, torrent, user_data);
     if (status == DHTC_OK && want_gate) status = dhtc_crawler_set_gate_callback(c, gate, user_data);
@@ -42,6 +46,7 @@ int goc_register(dhtc_crawler *c, uintptr_t handle, int want_gate, int want_comp
     if (status == DHTC_OK && want_error) status = dhtc_crawler_set_error_callback(c, error_event, user_data);
     if (status == DHTC_OK && want_observation)
         status = dhtc_crawler_set_observation_callback(c, observation, user_data);
+    if (status == DHTC_OK && want_scrape) status = dhtc_crawler_set_scrape_callback(c, scrape, user_data);
     *err = goc_error_copy(status);
     return status;
 }

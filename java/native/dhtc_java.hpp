@@ -150,6 +150,7 @@ public:
     virtual void retry(const std::string& /*event_json*/) {}
     virtual void error(const std::string& /*event_json*/) {}
     virtual void observation(const std::string& /*event_json*/) {}
+    virtual void scrape(const std::string& /*event_json*/) {}
 };
 
 /// Which callbacks the Java side registered (bit flags).
@@ -160,6 +161,7 @@ enum callbacks : int {
     on_error = 8,
     on_observation = 16,
     on_retry = 32,
+    on_scrape = 64,
 };
 
 #ifndef SWIG
@@ -239,6 +241,14 @@ inline void observation_trampoline(const char* json, void* u) {
     });
 }
 
+inline void scrape_trampoline(const char* json, void* u) {
+    auto* h = static_cast<EventHandler*>(u);
+    call_java(h, "scrape", [&] {
+        h->scrape(json);
+        return 1;
+    });
+}
+
 } // namespace detail
 #endif // SWIG
 
@@ -262,6 +272,29 @@ public:
         check(dhtc_crawler_set_retry_callback(handle(), (which & on_retry) ? retry_trampoline : nullptr, h));
         check(dhtc_crawler_set_error_callback(handle(), (which & on_error) ? error_trampoline : nullptr, h));
         check(dhtc_crawler_set_observation_callback(handle(), (which & on_observation) ? observation_trampoline : nullptr, h));
+        check(dhtc_crawler_set_scrape_callback(handle(), (which & on_scrape) ? scrape_trampoline : nullptr, h));
+    }
+
+    /// Asks for a BEP-33 scrape; `info_hash_hex`: 40 hex digits.
+    void request_scrape(const std::string& info_hash_hex) {
+        const auto digit = [](char ch) {
+            if (ch >= '0' && ch <= '9') return ch - '0';
+            if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+            if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+            return -1;
+        };
+        const auto bad = [] {
+            throw status_error{DHTC_ERR_INVALID_ARGUMENT, dhtc_status_name(DHTC_ERR_INVALID_ARGUMENT),
+                               "the info hash must be 40 hex digits"};
+        };
+        if (info_hash_hex.size() != 40) bad();
+        unsigned char raw[20];
+        for (std::size_t i = 0; i < 20; ++i) {
+            const int hi = digit(info_hash_hex[2 * i]), lo = digit(info_hash_hex[2 * i + 1]);
+            if (hi < 0 || lo < 0) bad();
+            raw[i] = static_cast<unsigned char>(hi << 4 | lo);
+        }
+        check(dhtc_crawler_request_scrape(handle(), raw));
     }
 
     void start() { check(dhtc_crawler_start(handle())); }

@@ -11,7 +11,8 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional, TypeVar, Un
 
 from . import _native
 from ._errors import CloseTimeoutError, DhtcError, OptionsError, StateError, from_native
-from ._types import Answer, Completion, Event, GateRequest, Observation, Retry, Torrent, TorrentRequest, decode_event
+from ._types import (Answer, Completion, Event, GateRequest, Observation, Retry, Scrape, Torrent, TorrentRequest,
+                     decode_event)
 
 log = logging.getLogger("dhtcrawler")
 
@@ -167,6 +168,25 @@ class Crawler:
         self._call(self._native.set_observation, wrapped)
         return fn
 
+    def on_scrape(self, fn: Optional[Callable[[Scrape], Any]]) -> Any:
+        """``fn(scrape)`` with the answer to each :meth:`request_scrape` (dropped and counted
+        when you fall behind)."""
+        wrapped = None if fn is None else self._guard("scrape", fn, lambda text: fn(Scrape.from_json(text)), None)
+        self._call(self._native.set_scrape, wrapped)
+        return fn
+
+    def request_scrape(self, info_hash: Union[str, bytes]) -> None:
+        """Asks for a BEP-33 scrape of a torrent (40 hex characters or 20 bytes; a v2 hash
+        truncated to 20 bytes): its swarm estimate comes as one :class:`Scrape` event, to
+        :meth:`on_scrape` or from :meth:`poll`, within seconds. A hash already waiting is not
+        scraped twice. Any thread, before or after start, also inside callbacks. Raises
+        :class:`DhtcError` (``DHTC_ERR_STATE``) after shutdown or when the request queue is
+        full (ask again later)."""
+        raw = bytes.fromhex(info_hash) if isinstance(info_hash, str) else bytes(info_hash)
+        if len(raw) != 20:
+            raise ValueError("info_hash must be 40 hex characters or 20 bytes")
+        self._call(self._native.request_scrape, raw)
+
     def on_error(self, fn: Optional[Callable[[str], Any]]) -> Any:
         """``fn(message)`` for runtime errors, including exceptions raised by other callbacks."""
         self._error_fn = fn
@@ -211,7 +231,7 @@ class Crawler:
     def poll(self, timeout: Optional[float] = None) -> Optional[Event]:
         """The next event (any thread), waiting at most ``timeout`` seconds (None: no limit):
         a :class:`GateRequest`, :class:`TorrentRequest`, :class:`Completion`, :class:`Retry`,
-        :class:`Observation` or :class:`Error`. None when the time ran out. Events of a type
+        :class:`Observation`, :class:`Scrape` or :class:`Error`. None when the time ran out. Events of a type
         this package does not know are skipped (one ``dhtcrawler`` log line per type). Once
         the crawler is shut down and every event was taken it raises :class:`StateError`."""
         ms = -1 if timeout is None else max(0, int(timeout * 1000))

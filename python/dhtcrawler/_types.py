@@ -197,6 +197,32 @@ class Observation:
         return cls(str(doc.get("info_hash", "")), doc.get("source", ""), doc.get("kind", ""))
 
 
+@dataclass(frozen=True)
+class Scrape:
+    """The answer to :meth:`Crawler.request_scrape` (BEP-33): the swarm's ``seeders`` and
+    ``leechers`` estimated from the bloom filters of the nodes closest to the hash, of which
+    ``responders`` described the swarm (0: nobody knew it, the estimates mean unknown) out of
+    ``queried``; ``at`` is when the scrape ended."""
+
+    info_hash: str
+    seeders: int
+    leechers: int
+    responders: int
+    queried: int
+    at: Optional[datetime]
+
+    @classmethod
+    def from_json(cls, text: str) -> "Scrape":
+        return cls.from_doc(_loads(text))
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any]) -> "Scrape":
+        at = doc.get("at")
+        return cls(str(doc.get("info_hash", "")), _int(doc.get("seeders")), _int(doc.get("leechers")),
+                   _int(doc.get("responders")), _int(doc.get("queried")),
+                   datetime.fromtimestamp(int(at), timezone.utc) if isinstance(at, int) else None)
+
+
 # ---- polled events (Crawler.poll) ----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -224,7 +250,7 @@ class Error:
     message: str
 
 
-Event = Union[GateRequest, TorrentRequest, Completion, Retry, Observation, Error]
+Event = Union[GateRequest, TorrentRequest, Completion, Retry, Observation, Scrape, Error]
 
 
 def decode_event(text: str, info: Optional[bytes] = None) -> Optional[Event]:
@@ -238,6 +264,8 @@ def decode_event(text: str, info: Optional[bytes] = None) -> Optional[Event]:
         return Retry.from_doc(doc)
     if kind == "observation":
         return Observation.from_doc(doc)
+    if kind == "scrape":
+        return Scrape.from_doc(doc)
     if kind == "error":
         return Error(str(doc.get("message", "")))
     if kind == "gate" and "id" in doc:

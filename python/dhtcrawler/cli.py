@@ -134,6 +134,7 @@ class _Store:
         self.sink_failures = 0
         self._not_written: set = set()  # in the database, not yet in the JSON lines
         self._lock = threading.Lock()
+        self.on_new: Optional[Callable[[str], Any]] = None  # a new torrent stored (its key): the scrape
 
     def __call__(self, torrent: Torrent) -> Answer:
         try:
@@ -154,6 +155,8 @@ class _Store:
             return Answer.RETRY
         if self.show is not None:
             self.show(torrent)
+        if self.on_new is not None:
+            self.on_new(torrent.info_hash)
         return Answer.ACCEPT
 
     def close(self) -> None:
@@ -327,11 +330,16 @@ def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawle
 def run_crawl(args: argparse.Namespace) -> int:
     crawler = _create_crawler(args, crawl_options(args))
     db = jsonl = None
-    metrics = status = web = None
+    metrics = status = web = scraper = None
     try:
         db, jsonl = _open_sinks(args)
         store = _Store(db, jsonl)
         crawler.on_torrent(store, ack=True)
+        if not args.no_scrape:
+            from .swarm import SwarmScraper
+
+            scraper = SwarmScraper(crawler, db, args.scrape_rate, refresh_after=args.scrape_every)
+            store.on_new = scraper.request
         metrics = _serve_metrics(args.metrics, crawler)
         if args.serve:
             web = _web_app(args, None if args.store else db.path, crawler.metrics, args.serve, "--serve")
@@ -340,6 +348,8 @@ def run_crawl(args: argparse.Namespace) -> int:
             status = StatusLine(crawler, lambda: store.accepted)
         store.report = _error_printer(status)
         crawler.on_error(store.report)
+        if scraper is not None:
+            scraper.report = store.report
         stopper = _Stopper(crawler, args.duration)
         stopper.install()
         try:
@@ -353,8 +363,12 @@ def run_crawl(args: argparse.Namespace) -> int:
                       file=sys.stderr, flush=True)
             if status is not None:
                 status.start()
+            if scraper is not None:
+                scraper.start()
             stopper.wait()
         finally:
+            if scraper is not None:
+                scraper.stop()
             # No torrent callback after this: the sinks can close. A torrent being stored is
             # waited for, however long it takes (acceptance means durable).
             crawler.close(timeout=None)
@@ -425,7 +439,7 @@ def run_search(args: argparse.Namespace) -> int:
     else:
         conn = _open_db_for_reading(args)
     try:
-        total, rows = S.search(conn, " ".join(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
+        total, rows = S.search(conn, S.cli_query(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
                                order=args.order, min_size=args.min_size, max_size=args.max_size,
                                min_files=args.min_files, max_files=args.max_files, version=args.version,
                                since=args.since)
@@ -441,10 +455,11 @@ def run_search(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{total} found" + (f", showing {args.offset + 1}-{args.offset + len(rows)}" if rows else ""))
     if rows:
-        print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'info hash':<40}  name")
+        print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'swarm':>11}  {'info hash':<40}  name")
         for r in rows:
+            swarm = "?" if r["seeders"] is None else f"{r['seeders']}/{r['leechers']}"
             print(f"{_human_size(r['total_size']):>10}  {r['num_files']:>6}  {r['first_seen'][:10]:<10}  "
-                  f"{r['version'] or '?':<7}  {r['info_hash']:<40}  {r['name']}")
+                  f"{r['version'] or '?':<7}  {swarm:>11}  {r['info_hash']:<40}  {r['name']}")
     return EXIT_OK
 
 
@@ -496,6 +511,81 @@ def run_import(args: argparse.Namespace) -> int:
     print(f"dhtcrawler: imported {counts['read']} torrents into {db} ({counts['new']} new, {counts['merged']} "
           f"merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"), file=sys.stderr)
     return EXIT_OK
+
+
+# ---- prune --------------------------------------------------------------------------------
+
+def run_prune(args: argparse.Namespace) -> int:
+    """Lists (with --dry-run) or removes the torrents the rule selects: one line per torrent
+    on stdout (info hash, last seen, times seen, name), a summary on stderr."""
+    import sqlite3
+
+    from . import prune as P
+    from .sinks import SchemaError
+
+    if args.store and args.db:
+        raise UsageError("--db and --store exclude each other")
+    if args.store:
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            raise UsageError(f"--store {args.store}: expected a postgresql://user@host:port/database URI")
+        try:
+            sink: Any = PostgresSink(args.store)
+        except Exception as e:  # psycopg's errors, the schema's
+            raise StartError(f"--store: {e}") from None
+        db: Any = sink
+    else:
+        path = args.db or DEFAULT_DB
+        if not os.path.exists(path):
+            raise UsageError(f"--db {path}: no such file")
+        try:
+            sink = SqliteSink(path)  # migrates the schema as a crawl would
+        except (sqlite3.Error, SchemaError) as e:
+            raise UsageError(f"--db {path}: {e}") from None
+        db = sink.connection
+    try:
+        try:
+            selected = P.plan(db, older_than=args.older_than, max_size=args.max_size, keep_top=args.keep_top)
+        except P.PruneError as e:
+            raise UsageError(str(e)) from None
+        for v in selected.victims:
+            print(f"{v.info_hash}\t{v.last_seen}\t{v.times_seen}\t{v.name}")
+        sizes = "" if selected.size is None else (
+            f"; the torrents take {_human_size(selected.size)}, the limit is {_human_size(selected.target or 0)}")
+        if args.dry_run:
+            print(f"dhtcrawler prune: would remove {len(selected.victims)} of {selected.torrents} torrents "
+                  f"(about {_human_size(selected.freed)}){sizes}", file=sys.stderr)
+            return EXIT_OK
+        removed = P.remove(db, selected)
+        shrunk = "" if args.store or not removed else (
+            "; file compacted" if P.vacuum(db) else "; the file is busy: its free pages are reused, not returned")
+        print(f"dhtcrawler prune: removed {removed} of {selected.torrents} torrents "
+              f"(about {_human_size(selected.freed)}){sizes}{shrunk}", file=sys.stderr)
+        return EXIT_OK
+    finally:
+        sink.close()
+
+
+def _scrape_rate(text: str) -> float:
+    from .swarm import parse_rate
+
+    try:
+        return parse_rate(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _age(text: str) -> float:
+    """Seconds from 90s, 30m, 12h, 30d, 2w (a bare number: seconds)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    t = text.strip().lower()
+    unit = units.get(t[-1:], None)
+    try:
+        value = float(t[:-1] if unit else t) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an age such as 90s, 30m, 12h, 30d or 2w, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected an age >= 0, got {text!r}")
+    return value
 
 
 # ---- demo ---------------------------------------------------------------------------------
@@ -647,20 +737,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also serve the search page, API, Torznab and /metrics (see dhtcrawler serve)")
     _web_flags(crawl)
     crawl.add_argument("--quiet", action="store_true", help="no status line")
+    crawl.add_argument("--scrape-rate", type=_scrape_rate, default=30.0, metavar="N/min",
+                       help="BEP-33 swarm refreshes of stored torrents, at most N a minute (never measured "
+                            "first, then the hottest and newest; 0: none; default 30/min). Each new torrent "
+                            "is scraped at delivery besides")
+    crawl.add_argument("--scrape-every", type=_age, default=6 * 3600.0, metavar="AGE",
+                       help="refresh a stored swarm estimate once it is older than AGE (default 6h)")
+    crawl.add_argument("--no-scrape", action="store_true", help="no swarm scrapes at all")
     crawl.add_argument("--max-files", type=_count, metavar="N",
                        help="store at most N file rows per torrent (SQLite only; the file count and total "
                             "size still cover every file; default: all)")
 
     search = sub.add_parser("search", help="search the torrents in the database")
-    search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path "
-                                                 "(none: every torrent)")
+    search.add_argument("query", nargs="*", help="words, each to occur in the name or a file path; a quoted "
+                                                 "argument (\"two words\") is one phrase (none: every torrent)")
     search.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
     search.add_argument("--store", metavar="postgresql://...", help="search a fleet's PostgreSQL database instead")
     search.add_argument("--limit", type=_count, default=20, metavar="N", help="results to show (default 20)")
     search.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N results")
     search.add_argument("--sort", default="relevance",
                         help="relevance (default), size, first_seen, last_seen, files, name (A to Z), swarm "
-                             "(= relevance until swarm sizes are stored)")
+                             "(seeders + leechers of the latest estimate; unmeasured torrents last)")
     search.add_argument("--order", choices=("asc", "desc"), help="for size, first_seen...: default desc (name: asc)")
     search.add_argument("--min-size", type=_size, metavar="SIZE", help="e.g. 700M, 4G")
     search.add_argument("--max-size", type=_size, metavar="SIZE")
@@ -680,6 +777,18 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
     imp.add_argument("--refetch", action="store_true",
                      help="do not mark the imported hashes delivered (a crawl fetches them again)")
+
+    prune = sub.add_parser("prune", help="remove torrents by age or size, or keep the top N (--dry-run lists them)")
+    prune.add_argument("--db", metavar="FILE.sqlite", help=f"the database (default ./{DEFAULT_DB})")
+    prune.add_argument("--store", metavar="postgresql://...", help="a fleet's PostgreSQL database, instead of --db")
+    rule = prune.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--older-than", type=_age, metavar="AGE",
+                      help="remove torrents last seen longer ago than AGE (90s, 30m, 12h, 30d, 2w)")
+    rule.add_argument("--max-size", type=_size, metavar="SIZE",
+                      help="remove the least recently seen torrents until the torrents take at most SIZE (e.g. 2G)")
+    rule.add_argument("--keep-top", type=_count, metavar="N",
+                      help="keep the N best (largest measured swarm, then most often and latest seen)")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be removed; change nothing")
 
     serve = sub.add_parser("serve", help="the search page, a JSON API and Torznab over a crawl's database")
     serve.add_argument("--db", metavar="FILE.sqlite", help=f"the crawl's SQLite database (default ./{DEFAULT_DB})")
@@ -718,6 +827,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return run_import(args)
         if args.command == "serve":
             return run_serve(args)
+        if args.command == "prune":
+            return run_prune(args)
     except UsageError as e:
         print(f"dhtcrawler {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

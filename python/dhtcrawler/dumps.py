@@ -3,7 +3,8 @@
 
 A dump line is the torrent JSON form (docs/torrent-json.md) with the database's own fields
 added (the form only gains fields): ``first_seen``, ``last_seen`` (RFC 3339) and
-``times_seen``; ``discovered_at`` is the first sighting and ``peer`` the last one's. When
+``times_seen``, and, once a scrape ran, ``seeders``, ``leechers`` and ``scraped_at`` (an
+import keeps the newer estimate); ``discovered_at`` is the first sighting and ``peer`` the last one's. When
 the crawl capped the file rows (``--max-files``), ``files`` holds the stored ones and
 ``num_files`` / ``total_size`` still count every file. Fields a source did not know
 (magnetico has no piece length, version or private flag, and no v1/v2 split of its hash)
@@ -50,14 +51,16 @@ def export_docs(conn: sqlite3.Connection, since: Any = None) -> Iterator[Dict[st
     """Every torrent seen at or after ``since`` (last_seen; Unix seconds or RFC 3339; None:
     all), oldest first, as its dump document."""
     since_s = parse_time(since)
+    swarm = any(row[1] == "scraped_at" for row in conn.execute("PRAGMA table_info(torrents)"))
     cur = conn.execute(
         "SELECT id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, piece_length, "
-        "private, first_seen, last_seen, peer, times_seen FROM torrents "
+        "private, first_seen, last_seen, peer, times_seen, "
+        + ("seeders, leechers, scraped_at" if swarm else "NULL, NULL, NULL") + " FROM torrents "
         + ("WHERE last_seen >= ? " if since_s is not None else "") + "ORDER BY id",
         (since_s,) if since_s is not None else ())
     files_conn = conn  # a second statement on the same connection
     for (tid, key, v1, v2, version, name, size, num_files, piece_length, private, first, last, peer,
-         times) in cur:
+         times, seeders, leechers, scraped_at) in cur:
         files = [{"path": p, "size": s} for p, s in files_conn.execute(
             "SELECT path, size FROM files WHERE torrent = ? ORDER BY idx", (tid,))]
         doc: Dict[str, Any] = {
@@ -69,6 +72,8 @@ def export_docs(conn: sqlite3.Connection, since: Any = None) -> Iterator[Dict[st
             doc["peer"] = peer
         doc.update(discovered_at=rfc3339(first), first_seen=rfc3339(first), last_seen=rfc3339(last),
                    times_seen=times)
+        if scraped_at is not None:  # the latest swarm estimate (null counts: nobody knew the swarm)
+            doc.update(seeders=seeders, leechers=leechers, scraped_at=rfc3339(scraped_at))
         yield doc
 
 
@@ -128,7 +133,9 @@ def _record(doc: Dict[str, Any]) -> Dict[str, Any]:
             "piece_length": doc.get("piece_length"), "private": doc.get("private"), "metadata_size": None,
             "files": [(f["path"], int(f["size"])) for f in doc["files"]], "first_seen": first,
             "last_seen": last if last is not None else first, "peer": doc.get("peer"),
-            "times_seen": int(doc.get("times_seen") or 1)}
+            "times_seen": int(doc.get("times_seen") or 1),
+            "scraped_at": parse_time(doc.get("scraped_at")), "seeders": doc.get("seeders"),
+            "leechers": doc.get("leechers")}
 
 
 def read_dump(path: str) -> Iterator[Dict[str, Any]]:

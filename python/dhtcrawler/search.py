@@ -14,11 +14,14 @@ Rows are plain dicts, JSON-ready::
      "name": str, "total_size": int, "num_files": int,
      "piece_length": int | None, "private": bool | None,
      "first_seen": "RFC 3339 UTC", "last_seen": "RFC 3339 UTC", "times_seen": int,
-     "peer": str | None, "metadata_size": int | None, "seeders": None, "leechers": None,   # swarm sizes: not yet measured
+     "peer": str | None, "metadata_size": int | None,
+     "seeders": int | None, "leechers": int | None,  # the latest BEP-33 estimate; None: not measured
+     "scraped_at": "RFC 3339 UTC" | None,           # when it was made
      "magnet": "magnet:?xt=urn:btih:...", "score": float | None}
 
-How a query matches: the query is split on white space (a word in double quotes may hold
-spaces); every word must occur in the torrent's name or in one of its stored file paths,
+How a query matches: the query is split on white space, except inside double quotes: a
+quoted phrase (``"two words"``) is one word, spaces included (an unclosed quote runs to
+the end of the query; apostrophes and backslashes are plain characters); every word must occur in the torrent's name or in one of its stored file paths,
 as a substring, case-insensitively for Latin, Greek and Cyrillic letters (SQLite's LIKE
 folds only ASCII, the trigram index folds the rest, so the check is done on what the
 index found). The index is SQLite FTS5 with the ``trigram`` tokenizer when the SQLite
@@ -36,7 +39,7 @@ cover (0..1); equal scores go to the newer torrent.
 
 from __future__ import annotations
 
-import shlex
+import re
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -48,8 +51,13 @@ VERSIONS = ("v1", "v2", "hybrid")
 MAX_LIMIT = 1000
 DEFAULT_WINDOW = 10_000
 
-_COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, "
-            "t.num_files, t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, t.metadata_size")
+_BASE_COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, "
+                 "t.num_files, t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, "
+                 "t.metadata_size")
+_SWARM = "t.seeders, t.leechers, t.scraped_at"
+_NO_SWARM = "NULL, NULL, NULL"  # a database from before schema 3, opened read-only
+# The swarm sort: measured swarms first, largest first.
+_SWARM_ORDER = "(t.seeders + t.leechers) IS NULL, (t.seeders + t.leechers) {desc}"
 
 
 class QueryError(ValueError):
@@ -152,21 +160,30 @@ def _opt_int(value: Any) -> Optional[int]:
 
 
 def _shape(r: Tuple[Any, ...], first_seen: Optional[str], last_seen: Optional[str],
-           score: Optional[float]) -> Dict[str, Any]:
+           score: Optional[float], scraped_at: Optional[str]) -> Dict[str, Any]:
     """The one row form, from (info_hash, v1, v2 as hex, version, name, total_size,
-    num_files, piece_length, private, _, _, times_seen, peer, metadata_size) and the times."""
+    num_files, piece_length, private, _, _, times_seen, peer, metadata_size, seeders,
+    leechers, _) and the times."""
     info_hash, v1, v2, name = r[0], r[1], r[2], r[4]
     return {"info_hash": info_hash, "info_hash_v1": v1, "info_hash_v2": v2, "version": r[3], "name": name,
             "total_size": int(r[5]), "num_files": int(r[6]), "piece_length": _opt_int(r[7]),
             "private": None if r[8] is None else bool(r[8]), "first_seen": first_seen, "last_seen": last_seen,
             "times_seen": int(r[11]), "peer": r[12], "metadata_size": _opt_int(r[13]),
-            "seeders": None, "leechers": None,  # swarm sizes: not measured yet
+            "seeders": _opt_int(r[14]), "leechers": _opt_int(r[15]), "scraped_at": scraped_at,
             "magnet": magnet(info_hash, name, v2, v1), "score": score}
 
 
 def _row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
-    """A SQLite row (_COLUMNS: the id first, binary hashes, Unix seconds)."""
-    return _shape((_hex(r[1]), _hex(r[2]), _hex(r[3]), *r[4:]), rfc3339(r[10]), rfc3339(r[11]), score)
+    """A SQLite row (_columns(): the id first, binary hashes, Unix seconds)."""
+    return _shape((_hex(r[1]), _hex(r[2]), _hex(r[3]), *r[4:]), rfc3339(r[10]), rfc3339(r[11]), score,
+                  rfc3339(r[17]))
+
+
+def _columns(conn: sqlite3.Connection) -> str:
+    """The selected columns of a row: _BASE_COLUMNS and the swarm estimate (NULLs when the
+    database predates it)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(torrents)")}
+    return f"{_BASE_COLUMNS}, {_SWARM if 'scraped_at' in have else _NO_SWARM}"
 
 
 def tokenizer(conn: sqlite3.Connection) -> str:
@@ -180,12 +197,22 @@ def query_words(query: str, max_words: Optional[int] = None) -> List[str]:
     return list(dict.fromkeys(_words(query or "")))[:max_words]
 
 
+_WORD = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
+
+
 def _words(query: str) -> List[str]:
-    try:
-        words = shlex.split(query)
-    except ValueError:  # an unbalanced quote: take the text as words
-        words = query.replace('"', " ").split()
-    return [w for w in (w.strip() for w in words) if w]
+    """The words and quoted phrases of ``query``, in order (a phrase's inner white space
+    collapsed to single spaces)."""
+    words = (" ".join((phrase if phrase is not None else word).split())
+             for phrase, word in (m.groups() for m in _WORD.finditer(query)))
+    return [w for w in words if w]
+
+
+def cli_query(args: List[str]) -> str:
+    """The query text for command-line arguments: each argument is one word or phrase as the
+    shell gave it (``search "two words"`` is the phrase), unless it holds a double quote,
+    when it is query text itself (``search '"two words" other'``)."""
+    return " ".join(a if '"' in a or len(a.split()) < 2 else f'"{a}"' for a in args)
 
 
 def _quote(term: str) -> str:
@@ -228,8 +255,8 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     or RFC 3339 text).
 
     ``sort``: ``relevance`` (best first: see the module text), ``size``, ``first_seen``,
-    ``last_seen``, ``files``; ``swarm`` is accepted and sorts by relevance until swarm
-    sizes are stored. ``order``: ``desc`` (default; relevance is always best first) or
+    ``last_seen``, ``files``, ``swarm`` (seeders + leechers of the latest estimate;
+    torrents never measured come last, by relevance). ``order``: ``desc`` (default; relevance is always best first) or
     ``asc``. Ties go to the newer torrent.
 
     ``window`` bounds the work of a query with words: only the newest ``window`` torrents
@@ -297,11 +324,14 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
         by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
               "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}",
               "name": f"t.name COLLATE NOCASE {'DESC' if order == 'desc' else 'ASC'}"}.get(sort)
-        if by is None:  # relevance, swarm
+        columns = _columns(conn)
+        if by is None:  # relevance
             by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
+        if sort == "swarm" and _SWARM in columns:
+            by = _SWARM_ORDER.format(desc=desc) + ", " + by
         rows = []
         if limit > 0:  # one pass: the page, and the count of every match beside it
-            rows = conn.execute(f"SELECT {_COLUMNS}, {score} AS score, count(*) OVER () FROM {source}{clause} "
+            rows = conn.execute(f"SELECT {columns}, {score} AS score, count(*) OVER () FROM {source}{clause} "
                                 f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?",
                                 (*score_params, *params, int(limit), int(offset))).fetchall()
         if rows:
@@ -335,7 +365,7 @@ def torrent(db: Any, info_hash: str, *, max_files: Optional[int] = None) -> Opti
     if _is_pg(db):
         return _pg_torrent(db, info_hash, cap)
     with _connection(db) as conn:
-        r = conn.execute(f"SELECT {_COLUMNS} FROM hashes h JOIN torrents t ON t.id = h.torrent "
+        r = conn.execute(f"SELECT {_columns(conn)} FROM hashes h JOIN torrents t ON t.id = h.torrent "
                          "WHERE h.hash = ?", (key,)).fetchone()
         if r is None:
             return None
@@ -418,8 +448,14 @@ def _pg_connection(db: Any) -> Iterator[Any]:
             yield db.connection
 
 
-_PG_COLUMNS = ("t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files, "
-               "t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, t.metadata_size")
+_PG_BASE_COLUMNS = ("t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files, "
+                    "t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, t.metadata_size")
+
+
+def _pg_columns(conn: Any) -> str:
+    have = conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                        "AND table_name = 'torrents' AND column_name = 'scraped_at'")[0][0]
+    return f"{_PG_BASE_COLUMNS}, {_SWARM if int(have) else _NO_SWARM}"
 
 
 def _pg_time(value: Any) -> Optional[str]:
@@ -429,8 +465,8 @@ def _pg_time(value: Any) -> Optional[str]:
 
 
 def _pg_row(r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
-    """A PostgreSQL row (_PG_COLUMNS: hex hashes, timestamptz)."""
-    return _shape(r, _pg_time(r[9]), _pg_time(r[10]), score)
+    """A PostgreSQL row (_pg_columns: hex hashes, timestamptz)."""
+    return _shape(r, _pg_time(r[9]), _pg_time(r[10]), score, _pg_time(r[16]))
 
 
 def _pg_like(word: str) -> str:
@@ -468,11 +504,14 @@ def _pg_search(db: Any, words: List[str], *, limit: int, offset: int, sort: str,
     if by is None:
         by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
     with _pg_connection(db) as conn:
+        columns = _pg_columns(conn)
+        if sort == "swarm" and _SWARM in columns:
+            by = _SWARM_ORDER.format(desc=desc) + ", " + by
         total = int(conn.execute(f"SELECT count(*) FROM torrents t{clause}", params)[0][0])
         if limit == 0 or offset >= total:
             return total, []
         n = len(params)
-        rows = conn.execute(f"SELECT {_PG_COLUMNS}, {score} AS score FROM torrents t{clause} "
+        rows = conn.execute(f"SELECT {columns}, {score} AS score FROM torrents t{clause} "
                             f"ORDER BY {by}, t.info_hash LIMIT ${n + 1} OFFSET ${n + 2}",
                             (*params, int(limit), int(offset)))
     return total, [_pg_row(r[:-1], None if r[-1] is None else round(float(r[-1]), 4)) for r in rows]
@@ -482,7 +521,7 @@ def _pg_torrent(db: Any, info_hash: str, cap: str = "") -> Optional[Dict[str, An
     text = info_hash.strip().lower()
     with _pg_connection(db) as conn:
         rows = conn.execute(
-            f"SELECT {_PG_COLUMNS} FROM torrents t WHERE t.info_hash = $1 OR t.info_hash IN "
+            f"SELECT {_pg_columns(conn)} FROM torrents t WHERE t.info_hash = $1 OR t.info_hash IN "
             "(SELECT h.info_hash FROM hashes h WHERE h.hash = $1 OR (length(h.hash) = 64 AND left(h.hash, 40) = $1) "
             "OR left($1, 40) = h.hash) LIMIT 1", (text,))
         if not rows:

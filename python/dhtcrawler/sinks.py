@@ -126,6 +126,12 @@ MIGRATIONS: Migrations = (
         "LEFT JOIN (SELECT torrent, group_concat(path, char(10)) AS paths FROM "
         "(SELECT torrent, path FROM files ORDER BY torrent, idx) GROUP BY torrent) p ON p.torrent = t.id",
     )),
+    ("swarm sizes: the latest BEP-33 estimate of seeders and leechers, and when it was made", (
+        # NULL until a scrape answered (the columns cost nothing in rows written before).
+        "ALTER TABLE torrents ADD COLUMN seeders INTEGER",
+        "ALTER TABLE torrents ADD COLUMN leechers INTEGER",
+        "ALTER TABLE torrents ADD COLUMN scraped_at INTEGER",  # Unix seconds, UTC
+    )),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -298,6 +304,10 @@ class SqliteSink:
                          "metadata_size": rec.get("metadata_size"), "id": key})
                     new = False
                 self._insert_hashes(rec, key)
+                if rec.get("scraped_at") is not None:  # a dump's swarm estimate: the newer one stays
+                    conn.execute("UPDATE torrents SET seeders = ?, leechers = ?, scraped_at = ? "
+                                 "WHERE id = ? AND (scraped_at IS NULL OR scraped_at < ?)",
+                                 (rec.get("seeders"), rec.get("leechers"), rec["scraped_at"], key, rec["scraped_at"]))
                 if also is not None:
                     also(conn)
                 conn.execute("COMMIT")
@@ -340,6 +350,25 @@ class SqliteSink:
     def count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM torrents").fetchone()[0])
+
+    def set_swarm(self, info_hash: str, seeders: Optional[int], leechers: Optional[int], at: int) -> None:
+        """Stores a scrape's estimate (None, None: nobody knew the swarm; only the time is
+        recorded, the last estimate stays) for the torrent any of whose keys is ``info_hash``."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE torrents SET seeders = coalesce(?, seeders), leechers = coalesce(?, leechers), "
+                "scraped_at = ? WHERE id = (SELECT torrent FROM hashes WHERE hash = ?)",
+                (seeders, leechers, at, _key(info_hash)))
+
+    def swarms_due(self, limit: int, scraped_before: int) -> List[str]:
+        """Up to ``limit`` torrents (their keys, hex) whose swarm is due for a scrape: never
+        measured first, then measured before ``scraped_before``; the hottest (most often
+        seen), then the newest, first."""
+        with self._lock:
+            return [bytes(h).hex() for (h,) in self._conn.execute(
+                "SELECT info_hash FROM torrents WHERE scraped_at IS NULL OR scraped_at < ? "
+                "ORDER BY scraped_at IS NOT NULL, times_seen DESC, last_seen DESC LIMIT ?",
+                (scraped_before, int(limit)))]
 
     def close(self) -> None:
         with self._lock:
@@ -403,6 +432,11 @@ PG_MIGRATIONS: Migrations = (
             RAISE NOTICE 'dhtcrawler: no pg_trgm index (%), search scans', SQLERRM;
         END $$""",
         "CREATE INDEX torrents_by_first_seen ON torrents(first_seen)",
+    )),
+    ("swarm sizes: the latest BEP-33 estimate of seeders and leechers, and when it was made", (
+        "ALTER TABLE torrents ADD COLUMN seeders BIGINT",
+        "ALTER TABLE torrents ADD COLUMN leechers BIGINT",
+        "ALTER TABLE torrents ADD COLUMN scraped_at TIMESTAMPTZ",
     )),
 )
 
@@ -501,6 +535,24 @@ class PostgresSink:
     def count(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM torrents")[0][0])
+
+    def set_swarm(self, info_hash: str, seeders: Optional[int], leechers: Optional[int], at: int) -> None:
+        """SqliteSink.set_swarm for the fleet's database."""
+        when = datetime.fromtimestamp(at, timezone.utc).isoformat()
+        with self._lock:
+            self._conn.execute(
+                "UPDATE torrents SET seeders = coalesce($1::bigint, seeders), leechers = coalesce($2::bigint, leechers), "
+                "scraped_at = $3::timestamptz WHERE info_hash = $4 OR info_hash IN "
+                "(SELECT h.info_hash FROM hashes h WHERE left(h.hash, 40) = $4)",
+                (seeders, leechers, when, info_hash))
+
+    def swarms_due(self, limit: int, scraped_before: int) -> List[str]:
+        """SqliteSink.swarms_due for the fleet's database."""
+        when = datetime.fromtimestamp(scraped_before, timezone.utc).isoformat()
+        with self._lock:
+            return [h for (h,) in self._conn.execute(
+                "SELECT info_hash FROM torrents WHERE scraped_at IS NULL OR scraped_at < $1::timestamptz "
+                "ORDER BY scraped_at IS NOT NULL, times_seen DESC, last_seen DESC LIMIT $2", (when, int(limit)))]
 
     def close(self) -> None:
         with self._lock:

@@ -69,7 +69,7 @@ void check(int status) {
 // The Python callables one crawler delivers to. Owned by the handle; kept alive until the
 // crawler is destroyed, since the library may call back up to then.
 struct callbacks {
-    py::object gate, torrent, completion, retry, error, observation;
+    py::object gate, torrent, completion, retry, error, observation, scrape;
     bool torrent_wants_ack = false;
 
     // Called with the GIL held, by the owner only, once the library can no longer call back.
@@ -80,6 +80,7 @@ struct callbacks {
         retry = py::object();
         error = py::object();
         observation = py::object();
+        scrape = py::object();
     }
 };
 
@@ -232,6 +233,22 @@ public:
         cb_->observation = std::move(fn);
         check(dhtc_crawler_set_observation_callback(
             u.c, cb_->observation.is_none() ? nullptr : event_trampoline<&callbacks::observation>, cb_.get()));
+    }
+
+    void set_scrape(py::object fn) {
+        use u(*this, true);
+        cb_->scrape = std::move(fn);
+        check(dhtc_crawler_set_scrape_callback(
+            u.c, cb_->scrape.is_none() ? nullptr : event_trampoline<&callbacks::scrape>, cb_.get()));
+    }
+
+    // `info_hash`: the 20 raw bytes. The status is raised (ERR_STATE: shut down, or the
+    // request queue is full).
+    void request_scrape(py::bytes info_hash) {
+        const std::string raw = info_hash;
+        if (raw.size() != 20) throw py::value_error("info_hash must be 20 bytes");
+        use u(*this, true);
+        check(dhtc_crawler_request_scrape(u.c, reinterpret_cast<const unsigned char*>(raw.data())));
     }
 
     void enable_polling() {
@@ -503,6 +520,8 @@ PYBIND11_MODULE(_native, m) {
         .def("set_retry", &native_crawler::set_retry)
         .def("set_error", &native_crawler::set_error)
         .def("set_observation", &native_crawler::set_observation)
+        .def("set_scrape", &native_crawler::set_scrape)
+        .def("request_scrape", &native_crawler::request_scrape, py::arg("info_hash"))
         .def("enable_polling", &native_crawler::enable_polling)
         .def("start", &native_crawler::start)
         .def("wait", &native_crawler::wait, py::arg("timeout_ms"))

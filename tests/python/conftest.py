@@ -300,13 +300,17 @@ class LtSwarm:
 
     def __init__(self, workdir: Path, bootstrap: str, base_ip: str, sessions: int = 3,
                  torrents_per_session: int = 2, kinds: str = "v1,v2,hybrid,multi,unicode",
-                 duration: int = 120) -> None:
+                 duration: int = 120, argv: Optional[List[str]] = None) -> None:
+        """``argv``: another swarm program's command line instead (it prints the same
+        ready/error lines; e.g. tests/lt/lt_scrape_swarm.py)."""
         self.proc = subprocess.Popen(
-            [SYSTEM_PYTHON, str(LT_SWARM), "--workdir", str(workdir), "--bootstrap", bootstrap,
-             "--sessions", str(sessions), "--torrents-per-session", str(torrents_per_session),
-             "--kinds", kinds, "--base-ip", base_ip, "--duration", str(duration),
-             "--announce-interval", "10"],
+            argv or [SYSTEM_PYTHON, str(LT_SWARM), "--workdir", str(workdir), "--bootstrap", bootstrap,
+                     "--sessions", str(sessions), "--torrents-per-session", str(torrents_per_session),
+                     "--kinds", kinds, "--base-ip", base_ip, "--duration", str(duration),
+                     "--announce-interval", "10"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.ready: Optional[dict] = None
+        self.sessions: List[dict] = []
         self.events: "queue.Queue[Optional[dict]]" = queue.Queue()
         self.torrents: List[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -332,7 +336,10 @@ class LtSwarm:
             kind = ev.get("event")
             if kind == "torrent":
                 self.torrents.append(ev)
+            elif kind == "session":
+                self.sessions.append(ev)
             elif kind == "ready":
+                self.ready = ev
                 return self.torrents
             elif kind == "error":
                 raise RuntimeError(f"lt_swarm: {ev}")
@@ -359,6 +366,35 @@ def lt_swarm_factory(tmp_path_factory):
         workdir = tmp_path_factory.mktemp("swarm")
         swarm = LtSwarm(workdir, bootstrap, base_ip, **kw)
         swarms.append(swarm)
+        return swarm
+
+    yield start
+    for swarm in swarms:
+        swarm.close()
+
+
+LT_SCRAPE_SWARM = LT_SWARM.parent / "lt_scrape_swarm.py"
+
+
+@pytest.fixture
+def lt_scrape_swarm(tmp_path_factory):
+    """Starts tests/lt/lt_scrape_swarm.py (a torrent with known seeders and leechers in a DHT
+    of libtorrent sessions): ``start(bootstrap, base, seeders, leechers)`` returns the
+    LtSwarm once ready (its ``ready`` event names the hash and the truth)."""
+    if not libtorrent_available():
+        pytest.skip("/usr/bin/python3 with python3-libtorrent is not installed")
+    swarms: List[LtSwarm] = []
+
+    def start(bootstrap: Optional[str], base: int, seeders: int = 6, leechers: int = 4, nodes: int = 8) -> LtSwarm:
+        """``bootstrap`` None: the sessions only know each other (a crawler joins later)."""
+        bootstrap = bootstrap or f"127.0.0.1:{unused_loopback_port()}"
+        workdir = tmp_path_factory.mktemp("scrape")
+        swarm = LtSwarm(workdir, bootstrap, "", argv=[
+            SYSTEM_PYTHON, str(LT_SCRAPE_SWARM), "--workdir", str(workdir), "--bootstrap", bootstrap,
+            "--seeders", str(seeders), "--leechers", str(leechers), "--nodes", str(nodes), "--base", str(base),
+            "--duration", "170"])
+        swarms.append(swarm)
+        swarm.wait_ready(60)
         return swarm
 
     yield start

@@ -34,6 +34,8 @@ def crawled(tmp_path):
     for t in CORPUS:
         sink.add(t)
     sink.add(CORPUS[0])  # seen twice
+    sink.set_swarm(CORPUS[1].info_hash, 5, 2, 1767312000)      # a swarm estimate
+    sink.set_swarm(CORPUS[2].info_hash, None, None, 1767312060)  # a scrape nobody could answer
     sink.close()
     return path
 
@@ -55,6 +57,8 @@ def test_export_then_import_round_trips(tmp_path, crawled, suffix):
     assert f"imported {len(CORPUS)} torrents" in out.stderr
     assert everything(fresh) == everything(crawled)
     assert S.torrent(fresh, CORPUS[0].info_hash)["times_seen"] == 2
+    t = S.torrent(fresh, CORPUS[1].info_hash)
+    assert (t["seeders"], t["leechers"], t["scraped_at"]) == (5, 2, "2026-01-02T00:00:00Z")
     # again: nothing changes
     assert run_cli("import", "--db", fresh, dump).returncode == 0
     assert everything(fresh) == everything(crawled)

@@ -178,6 +178,26 @@ def test_search_command(db):
     assert run_cli("search", "x", "--db", db, "--sort", "colour").returncode == 2
 
 
+def check_phrases(db):
+    """A quoted phrase is one word, spaces included: it matches only in that order."""
+    assert names(S.search(db, '"24.04 desktop"')) == ["Ubuntu 24.04 Desktop amd64"]
+    assert S.search(db, '"desktop 24.04"')[0] == 0  # both words are there, the phrase is not
+    assert names(S.search(db, 'amd64 "field recordings"')) == []
+    assert names(S.search(db, '"часть 1"')) == ["Тест торрент Москва"]  # a phrase in a file path
+    assert names(S.search(db, '"field   recordings')) == ["field recordings"]  # unclosed, spaces collapsed
+    assert S.query_words("ocean's C:\\x \"a  b\" c") == ["ocean's", "C:\\x", "a b", "c"]
+
+
+def test_quoted_phrases(db):
+    check_phrases(db)
+    for args, found in ((["24.04 desktop"], True), (["desktop 24.04"], False), (["desktop", "24.04"], True),
+                        (['"24.04 desktop" ubuntu'], True), (['"desktop 24.04" ubuntu'], False)):
+        out = run_cli("search", *args, "--db", db, "--json")
+        assert out.returncode == 0, out.stderr
+        assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == (
+            ["Ubuntu 24.04 Desktop amd64"] if found else []), args
+
+
 def check_name_sort_word_cap_files_and_magnets(db):
     """What the web server needs beside search(): sort=name, max_words, torrent(max_files),
     largest_files, and magnet links naming exactly the hashes a torrent has."""
@@ -240,6 +260,7 @@ def test_postgresql_search_filters_and_sorts(pg_db):
     st = S.stats(db)
     assert st["torrents"] == 5 and st["versions"]["hybrid"] == 1
     check_name_sort_word_cap_files_and_magnets(db)
+    check_phrases(db)
     out = run_cli("search", "東京", "--store", db.uri, "--json")
     assert out.returncode == 0, out.stderr
     assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["東京の夜景 写真集"]

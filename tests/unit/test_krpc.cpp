@@ -599,6 +599,34 @@ TEST_CASE("d19: samples not a multiple of 20, interval negative or > 21600, num 
 
 // ---- well-formed messages ---------------------------------------------------------------------
 
+TEST_CASE("BEP-33: BFsd/BFpe of 256 bytes are read; any other shape is ignored, not fatal") {
+    entry r = response();
+    r["r"]["BFsd"] = std::string(256, '\x01');
+    r["r"]["BFpe"] = std::string(256, '\x02');
+    r["r"]["nodes"] = compact_node_bytes('N', {10, 0, 0, 1}, 6881);
+    {
+        packet p(r);
+        REQUIRE(p.result);
+        CHECK(p.msg.response.seeds_filter == std::string(256, '\x01'));
+        CHECK(p.msg.response.peers_filter == std::string(256, '\x02'));
+    }
+    for (auto bad : {entry(std::string(255, 'x')), entry(std::string(257, 'x')), entry(256), entry::list()}) {
+        r["r"]["BFsd"] = bad;
+        r["r"]["BFpe"] = bad;
+        packet p(r);
+        REQUIRE(p.result);
+        CHECK(p.msg.response.seeds_filter.empty());
+        CHECK(p.msg.response.peers_filter.empty());
+        CHECK(p.msg.response.has_nodes);
+    }
+    std::string out;
+    REQUIRE(encode_get_peers(out, {"t3", id_of(id_a), {}}, id_of(hash_h), want::none, true));
+    packet q(packet::raw{out});
+    REQUIRE(q.result);
+    CHECK(q.msg.query.kind == method::get_peers);
+    CHECK(q.msg.query.scrape);
+}
+
 TEST_CASE("queries of every known method parse into typed fields") {
     {
         entry q = query("ping");

@@ -56,6 +56,7 @@ public final class Crawler implements AutoCloseable {
     private RetryHandler retry;
     private ErrorHandler error;
     private ObservationHandler observation;
+    private ScrapeHandler scrape;
 
     /**
      * Validates the options and binds the sockets; nothing runs until {@link #start()} or
@@ -161,6 +162,32 @@ public final class Crawler implements AutoCloseable {
         return this;
     }
 
+    /** Receives the answers to {@link #requestScrape(String)}. */
+    public synchronized Crawler onScrape(ScrapeHandler handler) {
+        beforeStart();
+        scrape = Objects.requireNonNull(handler);
+        return this;
+    }
+
+    /**
+     * Asks for a BEP-33 scrape of a torrent: a get_peers lookup with scrape=1 toward the nodes
+     * closest to the hash, whose seed and peer bloom filters are merged into estimates. The answer
+     * comes as one {@link Scrape} event ({@link #onScrape}, or {@link #poll(Duration)}) within
+     * seconds; a hash already waiting is not scraped twice. Any thread, before or after start.
+     *
+     * @param infoHash 40 hex digits (a v2 hash truncated to 20 bytes)
+     * @throws IllegalArgumentException for a malformed hash
+     * @throws DhtcException DHTC_ERR_STATE after shutdown, or when the request queue is full (ask again later)
+     */
+    public void requestScrape(String infoHash) {
+        Objects.requireNonNull(infoHash, "infoHash");
+        if (!infoHash.matches("[0-9a-fA-F]{40}")) throw new IllegalArgumentException("infoHash must be 40 hex digits");
+        withCrawler(c -> {
+            c.request_scrape(infoHash.getBytes(StandardCharsets.US_ASCII)); // the native side takes bytes
+            return null;
+        });
+    }
+
     /** Starts the crawler's threads and returns. Once per crawler. */
     public synchronized void start() { // locks in one order everywhere: this, then the lifetime lock
         withCrawler(c -> {
@@ -215,7 +242,8 @@ public final class Crawler implements AutoCloseable {
      */
     public synchronized Crawler enablePolling() {
         beforeStart();
-        if (gate != null || torrent != null || completion != null || retry != null || error != null || observation != null) {
+        if (gate != null || torrent != null || completion != null || retry != null || error != null || observation != null
+                || scrape != null) {
             throw new IllegalStateException("polling replaces the handlers: set none");
         }
         withCrawler(c -> {
@@ -451,11 +479,12 @@ public final class Crawler implements AutoCloseable {
         if (retry != null) which |= DhtcNativeConstants.on_retry;
         if (error != null) which |= DhtcNativeConstants.on_error;
         if (observation != null) which |= DhtcNativeConstants.on_observation;
+        if (scrape != null) which |= DhtcNativeConstants.on_scrape;
         if (which == 0) return;
         // Exceptions of the other handlers are reported to the error handler; without one they
         // still count as rejections, and the report goes nowhere.
         ErrorHandler errors = error != null ? error : message -> {};
-        dispatcher = new Dispatcher(gate, torrent, completion, retry, errors, observation);
+        dispatcher = new Dispatcher(gate, torrent, completion, retry, errors, observation, scrape);
         c.setHandler(dispatcher, which | DhtcNativeConstants.on_error);
     }
 

@@ -21,15 +21,22 @@ final class Dispatcher extends EventHandler {
     private final RetryHandler retry;
     private final ErrorHandler error;
     private final ObservationHandler observation;
+    private final ScrapeHandler scrape;
 
     Dispatcher(Gate gate, TorrentAnswerHandler torrent, CompletionHandler completion, RetryHandler retry,
             ErrorHandler error, ObservationHandler observation) {
+        this(gate, torrent, completion, retry, error, observation, null);
+    }
+
+    Dispatcher(Gate gate, TorrentAnswerHandler torrent, CompletionHandler completion, RetryHandler retry,
+            ErrorHandler error, ObservationHandler observation, ScrapeHandler scrape) {
         this.gate = gate;
         this.torrent = torrent;
         this.completion = completion;
         this.retry = retry;
         this.error = error;
         this.observation = observation;
+        this.scrape = scrape;
     }
 
     /** True when the calling thread is inside one of this crawler's handlers (Crawler refuses close() there). */
@@ -114,6 +121,16 @@ final class Dispatcher extends EventHandler {
         inHandler.set(true);
         try {
             observation.onObservation(Observation.parse(utf8(json)));
+        } finally {
+            inHandler.set(false);
+        }
+    }
+
+    @Override
+    public void scrape(byte[] json) {
+        inHandler.set(true);
+        try {
+            scrape.onScrape(Scrape.parse(utf8(json)));
         } finally {
             inHandler.set(false);
         }

@@ -40,6 +40,8 @@ final class Events {
                 return Retry.parse(json);
             case "observation":
                 return Observation.parse(json);
+            case "scrape":
+                return Scrape.parse(json);
             case "error": {
                 String message = Json.lenientString(e, "message");
                 return new ErrorEvent(message != null ? message : json, json);
