@@ -20,14 +20,19 @@ import (
 	"github.com/dhtcrawler/dhtcrawler/go/dhtcrawler"
 )
 
-// loopbackOptions never reaches the real DHT: no bootstrap, loopback only.
+// loopbackOptions never reaches the real DHT: no bootstrap, loopback only. The test clients
+// all query from 127.0.0.1, far faster than a real node, so the per-destination budget (2
+// datagrams/s to one IP) is lifted.
 func loopbackOptions() map[string]any {
 	return map[string]any{
 		"port":                    0,
 		"bind_v4":                 "127.0.0.1",
 		"allow_private_addresses": true,
-		"crawl":                   map[string]any{"bootstrap": map[string]any{"sources": []string{}}},
-		"metadata":                map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000},
+		"crawl": map[string]any{
+			"bootstrap":  map[string]any{"sources": []string{}},
+			"rate_limit": map[string]any{"max_packets_per_destination_per_sec": 1e6, "destination_burst": 1e6},
+		},
+		"metadata": map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000},
 	}
 }
 

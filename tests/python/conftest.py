@@ -30,15 +30,24 @@ LT_SWARM = ROOT / "tests" / "lt" / "lt_swarm.py"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's interpreter, which has python3-libtorrent
 
 
+# The test clients all query from 127.0.0.1, far faster than a real node: the per-destination
+# budget (2 datagrams/s to one IP) would leave most of them unanswered.
+UNLIMITED_DESTINATIONS = {"max_packets_per_destination_per_sec": 1e6, "destination_burst": 1e6}
+
+
 def loopback_options(**extra: Any) -> Dict[str, Any]:
-    """A crawler on 127.0.0.1, any free port, private addresses allowed, no bootstrap."""
+    """A crawler on 127.0.0.1, any free port, private addresses allowed, no bootstrap, and
+    no per-destination budget (see UNLIMITED_DESTINATIONS)."""
     doc: Dict[str, Any] = {
         "port": 0,
         "bind_v4": "127.0.0.1",
         "allow_private_addresses": True,
-        "crawl": {"bootstrap": {"sources": []}},
+        "crawl": {"bootstrap": {"sources": []}, "rate_limit": dict(UNLIMITED_DESTINATIONS)},
         "metadata": {"timeout_secs": 2, "gate_timeout_millis": 2000},
     }
+    crawl = extra.pop("crawl", None)
+    if crawl is not None:
+        doc["crawl"].update(crawl)
     doc.update(extra)
     return doc
 
