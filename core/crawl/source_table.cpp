@@ -74,8 +74,8 @@ bool source_table::evictable(std::uint32_t i, time_point now) const noexcept {
 }
 
 std::uint32_t source_table::make_room(time_point now) {
-    if (size_ < capacity_) {
-        const auto i = static_cast<std::uint32_t>(size_);
+    if (size_.load() < capacity_) {
+        const auto i = static_cast<std::uint32_t>(size_.load());
         if (!slots_.ensure(i)) return none;
         ++size_;
         return i;

@@ -13,7 +13,8 @@
 // that IP more than its budget); when every candidate is such an entry, the new IP is refused
 // and counted. Storage grows in slabs as IPs arrive.
 //
-// Thread rules: single owner (the network thread). Counters are relaxed atomics.
+// Thread rules: single owner (the network thread). Counters and size() are relaxed atomics,
+// readable from any thread.
 #pragma once
 
 #include <chrono>
@@ -81,7 +82,8 @@ public:
     /// True while queries to `a` are held back.
     bool backing_off(const ip_address& a, time_point now) const;
 
-    std::size_t size() const noexcept { return size_; }
+    /// IPs tracked (any thread: snapshots read it while the owner works).
+    std::size_t size() const noexcept { return static_cast<std::size_t>(size_.load()); }
     std::size_t capacity() const noexcept { return capacity_; }
     const source_table_options& options() const noexcept { return options_; }
     std::size_t memory_bytes() const noexcept { return slots_.memory_bytes() + index_.memory_bytes(); }
@@ -131,7 +133,7 @@ private:
     siphash_key key_;
     detail::slab_array<entry, 10> slots_;
     detail::slot_index index_;
-    std::size_t size_ = 0;
+    relaxed_counter size_; ///< slots in use; only grows (a full table reuses slots)
     std::uint32_t mru_ = none;
     std::uint32_t lru_ = none;
     counters counters_;
