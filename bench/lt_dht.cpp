@@ -21,6 +21,7 @@
 
 #include "api/crawler.hpp"
 #include "support/loopback_crawler.hpp"
+#include "support/lt_swarm_setup.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -44,20 +45,11 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
                             "--base-ip", "127.0.60", "--duration", std::to_string(seconds + 120), "--seed",
                             std::to_string(run + 1), "--workdir", workdir.string(), "--stats-interval", "1000"});
     std::set<std::string> keys;
-    bool ready = false;
-    const auto setup_deadline = clock_type::now() + 120s;
-    while (!ready && clock_type::now() < setup_deadline) {
-        const auto line = swarm.read_line(5s);
-        if (!line) continue;
-        const auto ev = nlohmann::json::parse(*line, nullptr, false);
-        if (ev.is_discarded()) continue;
-        const auto kind = ev.value("event", "");
-        if (kind == "torrent") keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
-        else if (kind == "ready") ready = true;
-        else if (kind == "error" || kind == "exit") break;
-    }
+    const auto setup = test::read_lt_swarm_setup(swarm, 120s, [&](const nlohmann::json& ev) {
+        if (ev.value("event", "") == "torrent") keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
+    });
     nlohmann::json out{{"bench", "lt_dht"}, {"run", run}};
-    if (!ready) {
+    if (!setup.ready) {
         out["error"] = "the swarm did not start";
         return out;
     }

@@ -30,6 +30,7 @@
 #include "metadata/peer_session.hpp"
 #include "metadata/utp_stream.hpp"
 #include "support/fake_peer.hpp"
+#include "support/lt_swarm_setup.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -122,28 +123,18 @@ nlohmann::json run(const settings& s, const mode& m, const seeder& sd) {
             {"utp_malformed", host->mux_stats().malformed}};
 }
 
-// Starts the seeder and waits for its endpoint and torrents.
+// Waits for the seeder's endpoint and torrents.
 bool start_seeder(test::subprocess& swarm, seeder& sd) {
-    bool ready = false;
-    const auto deadline = clock_type::now() + 90s;
-    while (!ready && clock_type::now() < deadline) {
-        const auto line = swarm.read_line(5s);
-        if (!line) continue;
-        const auto ev = nlohmann::json::parse(*line, nullptr, false);
-        if (ev.is_discarded()) continue;
+    const auto setup = test::read_lt_swarm_setup(swarm, 90s, [&](const nlohmann::json& ev) {
         const auto kind = ev.value("event", "");
         if (kind == "session") {
             if (auto ep = endpoint::parse(ev.at("tcp_endpoint").get<std::string>())) sd.peer = *ep;
         } else if (kind == "torrent") {
             if (auto h = id20::from_hex(ev.at("announce_hashes").at(0).get<std::string>())) sd.hashes.push_back(*h);
-        } else if (kind == "ready") {
-            ready = true;
-        } else if (kind == "error" || kind == "exit") {
-            std::fprintf(stderr, "swarm failed: %s\n", line->c_str());
-            return false;
         }
-    }
-    return ready && sd.peer.port != 0 && !sd.hashes.empty();
+    });
+    if (!setup.failure.empty()) std::fprintf(stderr, "swarm failed: %s\n", setup.failure.c_str());
+    return setup.ready && sd.peer.port != 0 && !sd.hashes.empty();
 }
 
 } // namespace

@@ -22,7 +22,7 @@ test::lt_case_result run_utp_case(metadata::transport_policy transports, metadat
     c.base_ip = base_ip;
     c.encryption = encryption;
     c.transports = transports;
-    c.swarm_args = {"--set", "enable_incoming_tcp=false", "--set", "enable_outgoing_tcp=false"};
+    c.swarm_args = test::lt_utp_only_args;
     c.swarm_args.insert(c.swarm_args.end(), extra_args.begin(), extra_args.end());
     return test::run_lt_case(c);
 }
