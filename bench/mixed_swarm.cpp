@@ -31,7 +31,7 @@
 // issue 16's rule: most delivered; ties go to the fewest tries per delivered torrent (to two
 // decimals), then the lowest p95. Never run by the tests; see docs/performance.md.
 //   dhtc-mixed-swarm [--runs 3] [--sessions 2] [--torrents-per-session 4] [--seconds 60]
-//                    [--candidates prefer_plaintext+tcp,...]
+//                    [--candidates prefer_plaintext+tcp,...] [--tcp-only-share no|yes]
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +70,7 @@ struct settings {
     int sessions = 2;
     int torrents_per_session = 4;
     int seconds = 60; ///< per run, from the last swarm's "ready" to the end of waiting
+    bool tcp_only_share = false; ///< a sixth share: seeders without uTP (not one of issue 16's)
     std::vector<std::string> candidates{"prefer_plaintext+tcp",  "prefer_plaintext+both", "prefer_encrypted+both",
                                         "require+both",          "prefer_plaintext+utp",  "prefer_encrypted+utp",
                                         "require+utp"};
@@ -97,6 +98,15 @@ struct torrent_seen {
     int deliveries = 0;
 };
 
+// Issue 16's five seeder policies, and with --tcp-only-share yes a sixth share of seeders
+// with uTP off both ways (clients without uTP, or with UDP blocked).
+std::vector<test::lt_seeder_policy> seeder_policies(const settings& s) {
+    auto policies = test::lt_seeder_policies();
+    if (s.tcp_only_share)
+        policies.push_back({"tcp_only", {"--set", "enable_incoming_utp=false", "--set", "enable_outgoing_utp=false"}});
+    return policies;
+}
+
 // One swarm per seeder policy; session i of swarm p sits on 127.0.(100 + 20p + i).1.
 constexpr int max_sessions_per_swarm = 20;
 
@@ -111,7 +121,7 @@ struct swarm_set {
 swarm_set start_swarms(const settings& s, const std::string& bootstrap, const std::filesystem::path& workroot,
                        const std::function<void(const swarm_set&, std::size_t, const nlohmann::json&)>& on_event) {
     swarm_set out;
-    const auto policies = test::lt_seeder_policies();
+    const auto policies = seeder_policies(s);
     for (std::size_t p = 0; p < policies.size(); ++p) {
         std::vector<std::string> argv{"/usr/bin/python3", DHTC_LT_SWARM, "--bootstrap", bootstrap,
                                       "--sessions", std::to_string(s.sessions),
@@ -233,7 +243,7 @@ run_result one_run(const settings& s, const candidate& c, int run, const std::fi
     crawler->close(std::nullopt);
     const double teardown_s = std::chrono::duration<double>(clock_type::now() - teardown_start).count();
 
-    const auto policies = test::lt_seeder_policies();
+    const auto policies = seeder_policies(s);
     std::vector<std::size_t> by_seeder(policies.size(), 0);
     std::size_t duplicates = 0;
     {
@@ -305,7 +315,8 @@ bool better(const summary& a, const summary& b) {
 
 int usage() {
     std::fprintf(stderr, "usage: dhtc-mixed-swarm [--runs 3] [--sessions 2] [--torrents-per-session 4] "
-                         "[--seconds 60] [--candidates prefer_plaintext+tcp,prefer_plaintext+both,...]\n");
+                         "[--seconds 60] [--candidates prefer_plaintext+tcp,prefer_plaintext+both,...] "
+                         "[--tcp-only-share no|yes]\n");
     return 2;
 }
 
@@ -320,6 +331,7 @@ int main(int argc, char** argv) {
         else if (a == "--sessions") s.sessions = std::atoi(v.c_str());
         else if (a == "--torrents-per-session") s.torrents_per_session = std::atoi(v.c_str());
         else if (a == "--seconds") s.seconds = std::atoi(v.c_str());
+        else if (a == "--tcp-only-share") s.tcp_only_share = v == "yes";
         else if (a == "--candidates") {
             s.candidates.clear();
             std::stringstream in(v);
