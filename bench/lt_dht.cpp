@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/crawler.hpp"
+#include "stats/snapshot.hpp"
 #include "support/loopback_crawler.hpp"
 #include "support/lt_swarm_setup.hpp"
 #include "support/subprocess.hpp"
@@ -44,10 +45,20 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
                             "--torrents-per-session", "1", "--introduce", "--port", std::to_string(port),
                             "--base-ip", "127.0.60", "--duration", std::to_string(seconds + 120), "--seed",
                             std::to_string(run + 1), "--workdir", workdir.string(), "--stats-interval", "1000"});
+    // A torrent is known by its first announce key; a hybrid may be delivered under either
+    // of its keys (its v1 hash or its truncated v2 hash), and counts once.
     std::set<std::string> keys;
+    std::map<std::string, std::string> torrent_of; // every announce key -> the first one
     const auto setup = test::read_lt_swarm_setup(swarm, 120s, [&](const nlohmann::json& ev) {
-        if (ev.value("event", "") == "torrent") keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
+        if (ev.value("event", "") != "torrent") return;
+        const auto& hashes = ev.at("announce_hashes");
+        keys.insert(hashes.at(0).get<std::string>());
+        for (const auto& h : hashes) torrent_of[h.get<std::string>()] = hashes.at(0).get<std::string>();
     });
+    const auto torrent_key = [&](const id20& h) {
+        const auto it = torrent_of.find(h.hex());
+        return it == torrent_of.end() ? h.hex() : it->second;
+    };
     nlohmann::json out{{"bench", "lt_dht"}, {"run", run}};
     if (!setup.ready) {
         out["error"] = "the swarm did not start";
@@ -61,21 +72,21 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
     api::event_handlers h;
     h.torrent = api::yes_no([&](const api::delivery& d) {
         std::lock_guard l(m);
-        auto& s = by_key[d.info.info_hash.hex()];
+        auto& s = by_key[torrent_key(d.info.info_hash)];
         s.delivered = true;
-        s.events.push_back(stamp() + "delivered");
+        s.events.push_back(stamp() + "delivered under " + d.info.info_hash.hex());
         return true;
     });
     h.observation = [&](const api::observation& o) {
         std::lock_guard l(m);
-        auto& s = by_key[o.info_hash.hex()];
+        auto& s = by_key[torrent_key(o.info_hash)];
         if (s.events.size() < 20)
             s.events.push_back(stamp() + std::string(api::to_string(o.kind)) + " from " + o.source.to_string());
     };
     h.completion = [&](const api::completion& c) {
         if (c.result == api::outcome::accepted) return;
         std::lock_guard l(m);
-        by_key[c.info_hash.hex()].events.push_back(stamp() + "round ended " + std::string(api::to_string(c.failure)) +
+        by_key[torrent_key(c.info_hash)].events.push_back(stamp() + "round ended " + std::string(api::to_string(c.failure)) +
                                                    " after " + std::to_string(c.attempts) + " attempts");
     };
     auto o = test::loopback_crawler(endpoint{ip_address::v4(0x7f003c01u), static_cast<std::uint16_t>(port)});
@@ -115,6 +126,7 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
             if (!by_key[k].delivered) missed[k] = by_key[k].events;
     }
     out["missed"] = missed;
+    if (!missed.empty()) out["metadata"] = stats::observability_snapshot(*crawler)["metadata"]; // where the missed hashes went
     crawler->close(std::nullopt);
     swarm.stop();
     std::filesystem::remove_all(workdir);
