@@ -156,6 +156,8 @@ const field fields[] = {
      100},
     {"crawl.pool.max_querier_admissions_per_sec",
      double_ref{[](O& o) -> auto& { return o.dht.crawl.pool.max_querier_admissions_per_sec; }}, 0, rate_max},
+    {"crawl.pool.thin_table_nodes", size_ref{[](O& o) -> auto& { return o.dht.crawl.pool.thin_table_nodes; }}, 0,
+     ring_max},
 
     {"crawl.bootstrap.interval_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bootstrap.interval_secs; }}, 1},
     {"crawl.bootstrap.max_nodes_per_round",

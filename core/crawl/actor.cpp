@@ -192,6 +192,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         }
         [[fallthrough]];
     case query_kind::find_node:
+    case query_kind::ping:
         if (options_.bep51.enabled && !msg_.read_only) schedule_sample(responder, now);
         break;
     case query_kind::sample:
@@ -273,6 +274,7 @@ void actor::handle_failure(const pending_query& q) {
     case query_kind::scrape: report_scrape(scrapes_.on_failure(q.context, q.to)); break;
     case query_kind::find_node:
     case query_kind::sample:
+    case query_kind::ping:
         break;
     }
 }
@@ -292,7 +294,20 @@ void actor::admit_querier(const krpc::node_entry& e, time_point now) {
         return;
     }
     querier_subnets_.push_back(subnet);
+    if (ring_.size() < options_.pool.thin_table_nodes && queue_ping(e, now)) return;
     admit(e, now, node_pool::origin::query);
+}
+
+// Our answers offer only nodes that answered us. While those are few, a querier is pinged
+// ahead of the pool (send_queries) rather than after it: if it answers, it joins the ring
+// (handle_reply) and so our answers. At most thin_table_nodes wait; the rest go to the pool.
+bool actor::queue_ping(const krpc::node_entry& e, time_point now) {
+    if (e.id.is_zero() || e.id == own_id_ || recent_.contains(e.ep, now) || ring_.contains(e.ep, now)) return false;
+    if (pings_due_.size() >= options_.pool.thin_table_nodes) return false;
+    if (std::any_of(pings_due_.begin(), pings_due_.end(), [&](const krpc::node_entry& p) { return p.ep == e.ep; }))
+        return true;
+    pings_due_.push_back(e);
+    return true;
 }
 
 void actor::admit(const krpc::node_entry& e, time_point now, node_pool::origin from) {
@@ -393,6 +408,15 @@ void actor::send_queries(time_point now) {
         if (transactions_.in_flight() >= transactions_.capacity()) {
             bump(stats_.refused_in_flight);
             return;
+        }
+        // 0. Queriers to ping while our table is thin: a ping the budgets defer sends the
+        //    querier to the pool like any other.
+        if (!pings_due_.empty()) {
+            const auto e = pings_due_.front();
+            pings_due_.pop_front();
+            if (ring_.contains(e.ep, now) || recent_.contains(e.ep, now)) continue;
+            if (send_query(query_kind::ping, e, e.id, 0, now) != send_result::sent) admit(e, now, node_pool::origin::query);
+            continue;
         }
         // 1. get_peers for sampled hashes: lookups start at their own rate, seeded with the
         //    responsive nodes closest to the hash, then take precedence over new crawling.
@@ -519,9 +543,14 @@ actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to
         encoded = krpc::encode_get_peers(packet_, h, target, krpc::want::none, true);
         bump(stats_.queries_scrape);
         break;
+    case query_kind::ping:
+        encoded = krpc::encode_ping(packet_, h);
+        bump(stats_.queries_ping);
+        break;
     }
     query_rate_.try_acquire();
-    if (kind == query_kind::find_node || kind == query_kind::bootstrap) recent_.insert(to.ep, now);
+    if (kind == query_kind::find_node || kind == query_kind::bootstrap || kind == query_kind::ping)
+        recent_.insert(to.ep, now);
     // A datagram the transport refused stays an open transaction and times out like a lost
     // one: one failure path instead of two, and the budget was spent anyway.
     if (!encoded || !out_.send(to.ep, packet_)) bump(stats_.send_failed);

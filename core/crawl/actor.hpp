@@ -44,6 +44,7 @@ struct crawl_stats {
     std::atomic<std::uint64_t> queries_bootstrap{0};
     std::atomic<std::uint64_t> queries_sample{0};
     std::atomic<std::uint64_t> queries_get_peers{0};
+    std::atomic<std::uint64_t> queries_ping{0};      ///< queriers pinged while our table was thin
     std::atomic<std::uint64_t> replies{0};
     std::atomic<std::uint64_t> reply_errors{0};      ///< KRPC error replies
     std::atomic<std::uint64_t> reply_malformed{0};   ///< replies to our queries that did not parse
@@ -157,6 +158,7 @@ private:
     void report_scrape(const std::optional<scrape_result>& r);
     void admit(const krpc::node_entry& e, time_point now, node_pool::origin from = node_pool::origin::answer);
     void admit_querier(const krpc::node_entry& e, time_point now);
+    bool queue_ping(const krpc::node_entry& e, time_point now);
     void schedule_sample(const krpc::node_entry& n, time_point due);
     void maybe_bootstrap(time_point now);
     void maybe_publish(time_point now);
@@ -198,6 +200,7 @@ private:
     token_bucket querier_rate_;
     std::size_t querier_cap_;
     std::vector<subnet_key> querier_subnets_; // admitted this turn: one per subnet
+    std::deque<krpc::node_entry> pings_due_;  // queriers to ping while the table is thin (queue_ping)
 
     std::priority_queue<scheduled_sample, std::vector<scheduled_sample>, std::greater<>> samples_due_;
     std::unordered_set<endpoint, endpoint_hash> sample_scheduled_;

@@ -43,6 +43,10 @@ struct pool_options {
     /// cannot fill the pool.
     unsigned max_querier_percent = 10;
     double max_querier_admissions_per_sec = 50;
+    /// While fewer nodes than this have answered us (the responsive ring, which is all our
+    /// answers may offer), an admitted querier is pinged at once instead of waiting its turn
+    /// in the pool, so a fresh or small network fills our answers quickly. 0 never pings.
+    std::size_t thin_table_nodes = 64;
 };
 
 struct bootstrap_options {

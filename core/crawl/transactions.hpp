@@ -17,7 +17,7 @@
 
 namespace dhtc::crawl {
 
-enum class query_kind : std::uint8_t { bootstrap, find_node, sample, get_peers, scrape };
+enum class query_kind : std::uint8_t { bootstrap, find_node, sample, get_peers, scrape, ping };
 
 struct pending_query {
     endpoint to;

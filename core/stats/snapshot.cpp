@@ -282,6 +282,7 @@ constexpr field<cs> crawl_fields[] = {
     {"queries_sample", &cs::queries_sample, C, "dhtc_crawl_queries_total", {"kind", "sample"}, crawl_queries_help},
     {"queries_get_peers", &cs::queries_get_peers, C, "dhtc_crawl_queries_total", {"kind", "get_peers"},
      crawl_queries_help},
+    {"queries_ping", &cs::queries_ping, C, "dhtc_crawl_queries_total", {"kind", "ping"}, crawl_queries_help},
     {"replies", &cs::replies, C, "dhtc_crawl_replies_total", {}, "Valid replies to our queries."},
     {"reply_errors", &cs::reply_errors, C, "dhtc_crawl_reply_errors_total", {}, "KRPC error replies to our queries."},
     {"reply_malformed", &cs::reply_malformed, C, "dhtc_crawl_reply_malformed_total", {},

@@ -7,7 +7,8 @@
 //     budget, and the strangers hold at most their share of the pool;
 //   - find_node / get_peers answers always carry `nodes` (and `nodes6` when wanted), and
 //     unknown methods with a target or info_hash are answered like find_node, with an empty
-//     table and with a full one.
+//     table and with a full one;
+//   - a thin table fills from queriers, which are pinged at once rather than after the pool.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -320,6 +321,51 @@ TEST_CASE("strict answers: nodes always present; unknown methods with a target o
         REQUIRE(get(h.stats().responsive_size) >= 100);
         check_all(h, false);
     }
+}
+
+TEST_CASE("a thin table fills from queriers: they are pinged at once, and those that answer are offered") {
+    // 4,000 saved nodes that never answer stand in the pool ahead of everyone (about 24 s of
+    // new destinations); 20 live nodes query us. Offered: the nodes a find_node answer names.
+    const auto offered_after_3s = [](std::size_t thin_table_nodes) {
+        sim::network_options no;
+        no.seed = 1831;
+        harness h(no);
+        const auto ids = h.net.add_spread_v4(4020);
+        std::vector<krpc::node_entry> saved;
+        for (std::size_t k = 20; k < ids.size(); ++k) {
+            h.net.node(ids[k]).silent = true;
+            saved.push_back({h.net.node(ids[k]).id, h.net.node(ids[k]).ep});
+        }
+        h.options.pool.thin_table_nodes = thin_table_nodes;
+        h.start({});
+        h.service->actor().seed_saved_nodes(saved);
+        std::size_t step = 0;
+        h.net.on_step = [&] {
+            if (step++ % 50 != 0) return; // each live node queries us once a second
+            for (std::size_t k = 0; k < 20; ++k)
+                h.net.client_send(h.net.node(ids[k]).ep, sim::make_ping("qq", h.net.node(ids[k]).id));
+        };
+        h.net.run_for(3s, 20ms);
+        h.net.on_step = nullptr;
+        const endpoint probe = ep("60.0.0.1:6881");
+        h.net.add_client(probe);
+        h.net.client_send(probe, sim::make_find_node("f1", h.net.random_id(), h.net.random_id()));
+        h.net.run_for(100ms);
+        auto p = std::make_unique<sim::parsed_packet>();
+        for (const auto& d : h.net.inbox(probe))
+            if (sim::parse_packet(d.payload, *p) && p->msg.type == krpc::message_type::response)
+                return std::pair{p->msg.response.nodes.size(), get(h.stats().queries_ping)};
+        return std::pair{std::size_t{0}, get(h.stats().queries_ping)};
+    };
+    const auto [pinged_offered, pings] = offered_after_3s(64);
+    const auto [pooled_offered, no_pings] = offered_after_3s(0);
+    MESSAGE("offered after 3 s: " << pinged_offered << " with pings (" << pings << " sent), " << pooled_offered
+                                  << " without");
+    CHECK(pinged_offered == 8);
+    CHECK(pings >= 20);
+    CHECK(pings <= 40); // each querier once (and again only after the probe TTL)
+    CHECK(no_pings == 0);
+    CHECK(pooled_offered == 0);
 }
 
 } // TEST_SUITE

@@ -119,7 +119,7 @@ const char* const custom_document = R"({
     },
     "pool": {"capacity": 5000, "recent_probe_ttl_secs": 61, "responsive_capacity": 256,
              "responsive_ttl_secs": 90, "low_watermark": 4999, "max_querier_percent": 5,
-             "max_querier_admissions_per_sec": 7.5},
+             "max_querier_admissions_per_sec": 7.5, "thin_table_nodes": 33},
     "state_file": "/var/lib/dhtc/routing.state",
     "bootstrap": {"interval_secs": 30, "max_nodes_per_round": 7, "source_backoff_base_secs": 10,
                   "source_backoff_max_secs": 20, "sources": ["[2001:db8::1]:6881", "198.51.100.1:1"]},
@@ -215,7 +215,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 97);
+    CHECK(default_leaves().size() == 98);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
     CHECK(at_path(doc, "metadata.transports") == "tcp");
 
@@ -301,6 +301,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(c.pool.low_watermark == 4999);
     CHECK(c.pool.max_querier_percent == 5);
     CHECK(c.pool.max_querier_admissions_per_sec == 7.5);
+    CHECK(c.pool.thin_table_nodes == 33);
     CHECK(c.bootstrap.interval_secs == 30);
     CHECK(c.bootstrap.max_nodes_per_round == 7);
     CHECK(c.bootstrap.source_backoff_base_secs == 10);
