@@ -175,8 +175,14 @@ void utp_host::shutdown() noexcept {
     for (auto& [c, w] : watchers_) w->cancel();
 }
 
-utp_stream::utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_host> host)
+utp_stream::utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host)
     : host_(std::move(host)), wake_(ex) {}
+
+utp_stream::utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host,
+                       std::shared_ptr<utp::connection> accepted)
+    : host_(std::move(host)), conn_(std::move(accepted)), wake_(ex) {
+    host_->watch(conn_.get(), &wake_);
+}
 
 utp_stream::~utp_stream() { close(); }
 

@@ -1,7 +1,8 @@
 // uTP for peer sessions on Asio: utp_host owns the UDP sockets (one per address family,
 // opened on first use) and the socket-free multiplexer of core/utp, feeds it what arrives,
 // runs its timers, and wakes the streams whose connection something happened to.
-// utp_stream is a byte_stream over one of its connections. Everything runs on one
+// utp_stream is a byte_stream over one connection of a utp_driver (utp_host, or the test
+// network's seeders, which share the DHT's UDP socket). Everything runs on one
 // single-threaded executor (the metadata pipeline's).
 #pragma once
 
@@ -28,19 +29,29 @@ struct utp_host_stats {
     std::uint64_t send_failures = 0; ///< the socket refused a datagram (it is lost: uTP resends)
 };
 
-class utp_host final : public transport, public std::enable_shared_from_this<utp_host> {
+/// What a utp_stream needs from whoever drives its multiplexer.
+class utp_driver {
+public:
+    virtual ~utp_driver() = default;
+    /// A new outgoing connection (its SYN sent), or null with the reason in `ec`.
+    virtual std::shared_ptr<utp::connection> connect(const endpoint& peer, std::error_code& ec) = 0;
+    /// `wake` is cancelled whenever something happened to `c` (bytes, acks, its end).
+    virtual void watch(const utp::connection* c, asio::steady_timer* wake) = 0;
+    virtual void unwatch(const utp::connection* c) noexcept = 0;
+    /// A stream wrote or read: acks are due and timers may be due earlier.
+    virtual void poke() = 0;
+};
+
+class utp_host final : public transport, public utp_driver, public std::enable_shared_from_this<utp_host> {
 public:
     /// `bind_v4`: the source address of outgoing IPv4 (any when empty).
     static std::shared_ptr<utp_host> create(const asio::any_io_executor& ex, std::optional<ip_address> bind_v4,
                                             const utp::multiplexer_config& cfg = {});
 
-    /// A new outgoing connection (its SYN sent), or null with the reason in `ec`.
-    std::shared_ptr<utp::connection> connect(const endpoint& peer, std::error_code& ec);
-    /// `wake` is cancelled whenever something happened to `c` (bytes, acks, its end).
-    void watch(const utp::connection* c, asio::steady_timer* wake);
-    void unwatch(const utp::connection* c) noexcept;
-    /// A stream wrote or read: timers may be due earlier.
-    void poke();
+    std::shared_ptr<utp::connection> connect(const endpoint& peer, std::error_code& ec) override;
+    void watch(const utp::connection* c, asio::steady_timer* wake) override;
+    void unwatch(const utp::connection* c) noexcept override;
+    void poke() override;
     /// Closes the sockets and stops the loops (the pipeline's stop).
     void shutdown() noexcept;
 
@@ -83,7 +94,11 @@ private:
 
 class utp_stream final : public byte_stream {
 public:
-    utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_host> host);
+    /// For connect().
+    utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host);
+    /// Over an accepted incoming connection (connect() is not called).
+    utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host,
+               std::shared_ptr<utp::connection> accepted);
     ~utp_stream() override;
 
     asio::awaitable<std::error_code> connect(endpoint peer, std::optional<ip_address> bind) override;
@@ -96,7 +111,7 @@ private:
     asio::awaitable<void> wait();
     std::error_code closed_error() const;
 
-    std::shared_ptr<utp_host> host_;
+    std::shared_ptr<utp_driver> host_;
     std::shared_ptr<utp::connection> conn_;
     asio::steady_timer wake_;
     bool closed_ = false;
