@@ -41,6 +41,7 @@ truth_index load_truth(const std::filesystem::path& path) {
 /// the parser's JSON form, whose info_hash is the key the metadata was found under.
 nlohmann::json expected_form(nlohmann::json entry, const std::string& key) {
     entry.erase("seeders");
+    entry.erase("seeder_policies");
     entry.erase("announce_keys");
     entry.erase("first_served_at");
     entry["info_hash"] = key;
