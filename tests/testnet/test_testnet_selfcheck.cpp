@@ -286,13 +286,7 @@ TEST_CASE("testnet.selfcheck: real KRPC answers, tokens, samples, and metadata e
     const auto truth_path = dir / "truth.json";
     test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "200", "--seeders", "12", "--torrents", "30", "--seed", "11",
                           "--duration", "120", "--churn", "0", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()});
-    std::optional<endpoint> bootstrap;
-    const auto ready_deadline = std::chrono::steady_clock::now() + 60s;
-    while (!bootstrap && std::chrono::steady_clock::now() < ready_deadline) {
-        const auto line = net.read_line(5s);
-        if (line && line->rfind("BOOTSTRAP ", 0) == 0) bootstrap = endpoint::parse(line->substr(10));
-        if (!line && !net.running()) break;
-    }
+    const auto bootstrap = wait_for_bootstrap(net);
     REQUIRE_MESSAGE(bootstrap, "the testnet never printed BOOTSTRAP");
     nlohmann::json truth;
     {
