@@ -42,6 +42,29 @@ public:
     virtual void poke() = 0;
 };
 
+/// What every utp_driver does alike: the streams' wake-up timers and the multiplexer's
+/// timer loop.
+class utp_wakeups {
+public:
+    explicit utp_wakeups(const asio::any_io_executor& ex) : timer_(ex) {}
+    void watch(const utp::connection* c, asio::steady_timer* wake) { watchers_[c] = wake; }
+    void unwatch(const utp::connection* c) noexcept { watchers_.erase(c); }
+    /// Wakes the stream of `c`, if one watches it.
+    void wake(const utp::connection* c);
+    /// Arms the timer for mux.next_timer() unless it is armed earlier already. When it
+    /// fires, the multiplexer ticks, every stream wakes (timers end connections and
+    /// resend) and it re-arms. `owner` owns `mux` and this object and stays alive while armed.
+    void arm(utp::multiplexer& mux, std::shared_ptr<void> owner);
+    /// Stops the loop and wakes every stream, so each sees the end.
+    void shutdown() noexcept;
+
+private:
+    asio::steady_timer timer_;
+    time_point armed_ = time_point::max();
+    std::unordered_map<const utp::connection*, asio::steady_timer*> watchers_;
+    bool shut_ = false;
+};
+
 class utp_host final : public transport, public utp_driver, public std::enable_shared_from_this<utp_host> {
 public:
     /// `bind_v4`: the source address of outgoing IPv4 (any when empty).
@@ -76,7 +99,6 @@ private:
     void on_received(endpoint_socket& s, std::size_t n);
     void after_batch();
     void arm_timer();
-    void wake(const utp::connection* c);
 
     asio::any_io_executor ex_;
     std::optional<ip_address> bind_v4_;
@@ -84,9 +106,7 @@ private:
     utp::multiplexer mux_;
     endpoint_socket v4_;
     endpoint_socket v6_;
-    asio::steady_timer timer_;
-    time_point armed_ = time_point::max();
-    std::unordered_map<const utp::connection*, asio::steady_timer*> watchers_;
+    utp_wakeups wakeups_;
     std::vector<const utp::connection*> touched_;
     bool shut_ = false;
     utp_host_stats stats_;

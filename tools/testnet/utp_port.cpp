@@ -15,7 +15,7 @@ bool looks_like_utp(std::string_view bytes) noexcept {
 
 utp_port::utp_port(asio::io_context& io, network& net, std::uint32_t ip, const utp::multiplexer_config& cfg,
                    incoming_handler on_incoming)
-    : io_(io), net_(net), ip_(ip), mux_(*this, clock_, cfg), on_incoming_(std::move(on_incoming)), timer_(io) {}
+    : io_(io), net_(net), ip_(ip), mux_(*this, clock_, cfg), on_incoming_(std::move(on_incoming)), wakeups_(io.get_executor()) {}
 
 void utp_port::on_datagram(std::uint32_t from_ip, std::uint16_t from_port, std::string_view bytes) {
     if (shut_) return;
@@ -34,32 +34,15 @@ void utp_port::on_datagram(std::uint32_t from_ip, std::uint16_t from_port, std::
 void utp_port::after_batch() {
     if (shut_) return;
     mux_.flush();
-    for (const auto* c : touched_) {
-        if (const auto it = watchers_.find(c); it != watchers_.end()) it->second->cancel();
-    }
+    for (const auto* c : touched_) wakeups_.wake(c);
     touched_.clear();
     while (auto c = mux_.take_incoming()) on_incoming_(std::move(c));
-    arm_timer();
-}
-
-void utp_port::arm_timer() {
-    const time_point next = mux_.next_timer();
-    if (shut_ || next >= armed_) return;
-    armed_ = next;
-    timer_.expires_at(next);
-    timer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
-        if (ec || self->shut_) return; // re-armed earlier, or shut down
-        self->armed_ = time_point::max();
-        self->mux_.tick();
-        for (auto& [c, w] : self->watchers_) w->cancel(); // timers may have ended connections
-        self->arm_timer();
-    });
+    wakeups_.arm(mux_, shared_from_this());
 }
 
 void utp_port::shutdown() noexcept {
     shut_ = true;
-    timer_.cancel();
-    for (auto& [c, w] : watchers_) w->cancel();
+    wakeups_.shutdown();
 }
 
 std::shared_ptr<utp::connection> utp_port::connect(const endpoint&, std::error_code& ec) {
@@ -67,14 +50,14 @@ std::shared_ptr<utp::connection> utp_port::connect(const endpoint&, std::error_c
     return nullptr;
 }
 
-void utp_port::watch(const utp::connection* c, asio::steady_timer* wake) { watchers_[c] = wake; }
+void utp_port::watch(const utp::connection* c, asio::steady_timer* wake) { wakeups_.watch(c, wake); }
 
-void utp_port::unwatch(const utp::connection* c) noexcept { watchers_.erase(c); }
+void utp_port::unwatch(const utp::connection* c) noexcept { wakeups_.unwatch(c); }
 
 void utp_port::poke() {
     if (shut_) return;
     mux_.flush();
-    arm_timer();
+    wakeups_.arm(mux_, shared_from_this());
 }
 
 bool utp_port::send(const endpoint& to, std::string_view payload) {

@@ -9,7 +9,6 @@
 #include <functional>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <asio/io_context.hpp>
@@ -52,7 +51,6 @@ public:
 
 private:
     void after_batch();
-    void arm_timer();
 
     asio::io_context& io_;
     network& net_;
@@ -60,9 +58,7 @@ private:
     steady_clock_source clock_;
     utp::multiplexer mux_;
     incoming_handler on_incoming_;
-    asio::steady_timer timer_;
-    time_point armed_ = time_point::max();
-    std::unordered_map<const utp::connection*, asio::steady_timer*> watchers_;
+    metadata::utp_wakeups wakeups_;
     std::vector<const utp::connection*> touched_;
     bool batch_posted_ = false;
     bool shut_ = false;
