@@ -42,7 +42,7 @@ def fill(path: str, docs: list, max_files) -> int:
     sink = SqliteSink(path, max_files=max_files)
     start = datetime(2026, 12, 1, tzinfo=timezone.utc)
     for i, doc in enumerate(docs):
-        d = {k: v for k, v in doc.items() if k not in ("announce_keys", "first_served_at", "seeders")}
+        d = {k: v for k, v in doc.items() if k not in ("announce_keys", "first_served_at", "seeders", "seeder_policies")}
         d["peer"] = (doc.get("seeders") or ["127.0.0.1:6881"])[0]
         d["discovered_at"] = (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         sink.add(Torrent.from_doc(d, info=b"x" * 3000))

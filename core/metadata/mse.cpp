@@ -348,8 +348,14 @@ need_more:
 // ---------------------------------------------------------------------------------------
 // Responder
 
+std::array<std::uint8_t, 20> req2_hash(const id20& skey) noexcept { return hash({"req2", skey.view()}); }
+
 responder::responder(const id20& skey, std::uint32_t allowed, bool prefer_rc4, random_source rng)
     : skey_(skey), allowed_(allowed & (crypto_plaintext | crypto_rc4)), prefer_rc4_(prefer_rc4),
+      rng_(rng ? std::move(rng) : random_source(default_random)) {}
+
+responder::responder(skey_finder find, std::uint32_t allowed, bool prefer_rc4, random_source rng)
+    : skey_(), find_(std::move(find)), allowed_(allowed & (crypto_plaintext | crypto_rc4)), prefer_rc4_(prefer_rc4),
       rng_(rng ? std::move(rng) : random_source(default_random)) {}
 
 responder::~responder() = default;
@@ -383,13 +389,10 @@ status responder::feed(std::string_view in, std::string& out) {
             if (auto e = key_->secret(std::string_view(buf_).substr(pos, key_size), s); e != mse_error::none)
                 return fail(e);
             pos += key_size;
+            secret_ = s;
             const std::string_view sv(reinterpret_cast<const char*>(s.data()), s.size());
             req1_ = hash({"req1", sv});
-            req23_ = hash({"req2", skey_.view()});
-            const sha1_t req3 = hash({"req3", sv});
-            for (std::size_t i = 0; i < req23_.size(); ++i) req23_[i] ^= req3[i];
-            key_a_ = hash({"keyA", sv, skey_.view()});
-            key_b_ = hash({"keyB", sv, skey_.view()});
+            req3_ = hash({"req3", sv});
             out.append(key_->public_key());
             append_random(out, random_pad_length(rng_), rng_);
             phase_ = phase::sync_req1;
@@ -409,10 +412,20 @@ status responder::feed(std::string_view in, std::string& out) {
         }
         case phase::skey: {
             if (have < 20) goto need_more;
-            if (std::memcmp(buf_.data() + pos, req23_.data(), 20) != 0) return fail(mse_error::unknown_skey);
+            sha1_t req2{};
+            for (std::size_t i = 0; i < req2.size(); ++i)
+                req2[i] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(buf_[pos + i]) ^ req3_[i]);
+            if (find_) {
+                const auto found = find_(req2);
+                if (!found) return fail(mse_error::unknown_skey);
+                skey_ = *found;
+            } else if (req2 != req2_hash(skey_)) {
+                return fail(mse_error::unknown_skey);
+            }
             pos += 20;
-            outcome_.decrypt = rc4::make(key_a_);
-            outcome_.encrypt = rc4::make(key_b_);
+            const std::string_view sv(reinterpret_cast<const char*>(secret_.data()), secret_.size());
+            outcome_.decrypt = rc4::make(hash({"keyA", sv, skey_.view()}));
+            outcome_.encrypt = rc4::make(hash({"keyB", sv, skey_.view()}));
             if (!outcome_.encrypt || !outcome_.decrypt) return fail(mse_error::crypto_failure);
             phase_ = phase::fixed;
             break;
@@ -468,6 +481,7 @@ status responder::feed(std::string_view in, std::string& out) {
             }
             buf_.clear();
             key_.reset();
+            secret_.fill(0);
             phase_ = phase::done;
             return status::done;
         }

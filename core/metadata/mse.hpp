@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -149,17 +150,29 @@ private:
     outcome outcome_;
 };
 
-/// The incoming side, for one SKEY. `allowed`: what we accept; with both, `prefer_rc4`
-/// decides (libtorrent's prefer_rc4).
+/// HASH('req2', SKEY): what an initiator's SKEY field hides, once HASH('req3', S) is
+/// taken off. A responder holding many torrents keys them by it.
+std::array<std::uint8_t, 20> req2_hash(const id20& skey) noexcept;
+
+/// Finds the SKEY (info hash) whose req2_hash() is `req2`, if the caller holds it.
+using skey_finder = std::function<std::optional<id20>(const std::array<std::uint8_t, 20>& req2)>;
+
+/// The incoming side. `allowed`: what we accept; with both, `prefer_rc4` decides
+/// (libtorrent's prefer_rc4).
 class responder {
 public:
+    /// For one SKEY: any other fails with unknown_skey.
     responder(const id20& skey, std::uint32_t allowed, bool prefer_rc4, random_source rng = {});
+    /// For whichever SKEY `find` knows (a seeder with many torrents); skey() says which.
+    responder(skey_finder find, std::uint32_t allowed, bool prefer_rc4, random_source rng = {});
     ~responder();
     responder(const responder&) = delete;
     responder& operator=(const responder&) = delete;
 
     status feed(std::string_view in, std::string& out);
     mse_error error() const noexcept { return error_; }
+    /// The SKEY the initiator named (valid once past its SKEY field, e.g. after done).
+    const id20& skey() const noexcept { return skey_; }
     outcome take() noexcept { return std::move(outcome_); }
 
 private:
@@ -167,6 +180,7 @@ private:
     enum class phase : std::uint8_t { wait_key, sync_req1, skey, fixed, pad_c, ia_len, ia, done, failed };
 
     id20 skey_;
+    skey_finder find_; // empty: only skey_
     std::uint32_t allowed_;
     bool prefer_rc4_;
     random_source rng_;
@@ -174,10 +188,9 @@ private:
     phase phase_ = phase::wait_key;
     mse_error error_ = mse_error::none;
     std::string buf_;
+    std::array<std::uint8_t, key_size> secret_{};
     std::array<std::uint8_t, 20> req1_{};
-    std::array<std::uint8_t, 20> req23_{};
-    std::array<std::uint8_t, 20> key_a_{};
-    std::array<std::uint8_t, 20> key_b_{};
+    std::array<std::uint8_t, 20> req3_{};
     std::size_t scanned_ = 0;
     std::uint32_t provide_ = 0;
     std::size_t pad_c_ = 0;

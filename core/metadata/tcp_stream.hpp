@@ -11,6 +11,8 @@ namespace dhtc::metadata {
 class tcp_stream final : public byte_stream {
 public:
     explicit tcp_stream(const asio::any_io_executor& ex) : socket_(ex) {}
+    /// Over an accepted connection (connect() is not called).
+    explicit tcp_stream(asio::ip::tcp::socket accepted) : socket_(std::move(accepted)) {}
 
     asio::awaitable<std::error_code> connect(endpoint peer, std::optional<ip_address> bind) override;
     asio::awaitable<std::error_code> write(std::string_view bytes) override;

@@ -43,7 +43,7 @@ std::shared_ptr<utp_host> utp_host::create(const asio::any_io_executor& ex, std:
 
 utp_host::utp_host(const asio::any_io_executor& ex, std::optional<ip_address> bind_v4,
                    const utp::multiplexer_config& cfg)
-    : ex_(ex), bind_v4_(bind_v4), mux_(*this, clock_, cfg), v4_(ex), v6_(ex), timer_(ex) {}
+    : ex_(ex), bind_v4_(bind_v4), mux_(*this, clock_, cfg), v4_(ex), v6_(ex), wakeups_(ex) {}
 
 asio::ip::udp::socket* utp_host::socket_for(bool v6, std::error_code& ec) {
     endpoint_socket& es = v6 ? v6_ : v4_;
@@ -89,14 +89,34 @@ std::shared_ptr<utp::connection> utp_host::connect(const endpoint& peer, std::er
     return c;
 }
 
-void utp_host::watch(const utp::connection* c, asio::steady_timer* wake) { watchers_[c] = wake; }
-
-void utp_host::unwatch(const utp::connection* c) noexcept { watchers_.erase(c); }
-
-void utp_host::wake(const utp::connection* c) {
+void utp_wakeups::wake(const utp::connection* c) {
     const auto it = watchers_.find(c);
     if (it != watchers_.end()) it->second->cancel();
 }
+
+void utp_wakeups::arm(utp::multiplexer& mux, std::shared_ptr<void> owner) {
+    const time_point next = mux.next_timer();
+    if (shut_ || next >= armed_) return;
+    armed_ = next;
+    timer_.expires_at(next);
+    timer_.async_wait([this, &mux, owner = std::move(owner)](const std::error_code& ec) {
+        if (ec || shut_) return; // re-armed earlier, or shut down
+        armed_ = time_point::max();
+        mux.tick();
+        for (auto& [c, w] : watchers_) w->cancel();
+        arm(mux, owner);
+    });
+}
+
+void utp_wakeups::shutdown() noexcept {
+    shut_ = true;
+    timer_.cancel();
+    for (auto& [c, w] : watchers_) w->cancel();
+}
+
+void utp_host::watch(const utp::connection* c, asio::steady_timer* wake) { wakeups_.watch(c, wake); }
+
+void utp_host::unwatch(const utp::connection* c) noexcept { wakeups_.unwatch(c); }
 
 void utp_host::poke() {
     mux_.flush();
@@ -146,37 +166,31 @@ void utp_host::on_received(endpoint_socket& es, std::size_t n) {
 
 void utp_host::after_batch() {
     mux_.flush();
-    for (const auto* c : touched_) wake(c);
+    for (const auto* c : touched_) wakeups_.wake(c);
     touched_.clear();
     arm_timer();
 }
 
 void utp_host::arm_timer() {
-    const time_point next = mux_.next_timer();
-    if (shut_ || next >= armed_) return;
-    armed_ = next;
-    timer_.expires_at(next);
-    timer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
-        if (ec || self->shut_) return; // re-armed earlier, or shut down
-        self->armed_ = time_point::max();
-        self->mux_.tick();
-        // Timers end connections and resend: every stream rechecks its own.
-        for (auto& [c, w] : self->watchers_) w->cancel();
-        self->arm_timer();
-    });
+    if (!shut_) wakeups_.arm(mux_, shared_from_this());
 }
 
 void utp_host::shutdown() noexcept {
     shut_ = true;
     std::error_code ignored;
-    timer_.cancel();
     v4_.socket.close(ignored);
     v6_.socket.close(ignored);
-    for (auto& [c, w] : watchers_) w->cancel();
+    wakeups_.shutdown();
 }
 
-utp_stream::utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_host> host)
+utp_stream::utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host)
     : host_(std::move(host)), wake_(ex) {}
+
+utp_stream::utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host,
+                       std::shared_ptr<utp::connection> accepted)
+    : host_(std::move(host)), conn_(std::move(accepted)), wake_(ex) {
+    host_->watch(conn_.get(), &wake_);
+}
 
 utp_stream::~utp_stream() { close(); }
 

@@ -1,7 +1,8 @@
 // uTP for peer sessions on Asio: utp_host owns the UDP sockets (one per address family,
 // opened on first use) and the socket-free multiplexer of core/utp, feeds it what arrives,
 // runs its timers, and wakes the streams whose connection something happened to.
-// utp_stream is a byte_stream over one of its connections. Everything runs on one
+// utp_stream is a byte_stream over one connection of a utp_driver (utp_host, or the test
+// network's seeders, which share the DHT's UDP socket). Everything runs on one
 // single-threaded executor (the metadata pipeline's).
 #pragma once
 
@@ -28,19 +29,52 @@ struct utp_host_stats {
     std::uint64_t send_failures = 0; ///< the socket refused a datagram (it is lost: uTP resends)
 };
 
-class utp_host final : public transport, public std::enable_shared_from_this<utp_host> {
+/// What a utp_stream needs from whoever drives its multiplexer.
+class utp_driver {
+public:
+    virtual ~utp_driver() = default;
+    /// A new outgoing connection (its SYN sent), or null with the reason in `ec`.
+    virtual std::shared_ptr<utp::connection> connect(const endpoint& peer, std::error_code& ec) = 0;
+    /// `wake` is cancelled whenever something happened to `c` (bytes, acks, its end).
+    virtual void watch(const utp::connection* c, asio::steady_timer* wake) = 0;
+    virtual void unwatch(const utp::connection* c) noexcept = 0;
+    /// A stream wrote or read: acks are due and timers may be due earlier.
+    virtual void poke() = 0;
+};
+
+/// What every utp_driver does alike: the streams' wake-up timers and the multiplexer's
+/// timer loop.
+class utp_wakeups {
+public:
+    explicit utp_wakeups(const asio::any_io_executor& ex) : timer_(ex) {}
+    void watch(const utp::connection* c, asio::steady_timer* wake) { watchers_[c] = wake; }
+    void unwatch(const utp::connection* c) noexcept { watchers_.erase(c); }
+    /// Wakes the stream of `c`, if one watches it.
+    void wake(const utp::connection* c);
+    /// Arms the timer for mux.next_timer() unless it is armed earlier already. When it
+    /// fires, the multiplexer ticks, every stream wakes (timers end connections and
+    /// resend) and it re-arms. `owner` owns `mux` and this object and stays alive while armed.
+    void arm(utp::multiplexer& mux, std::shared_ptr<void> owner);
+    /// Stops the loop and wakes every stream, so each sees the end.
+    void shutdown() noexcept;
+
+private:
+    asio::steady_timer timer_;
+    time_point armed_ = time_point::max();
+    std::unordered_map<const utp::connection*, asio::steady_timer*> watchers_;
+    bool shut_ = false;
+};
+
+class utp_host final : public transport, public utp_driver, public std::enable_shared_from_this<utp_host> {
 public:
     /// `bind_v4`: the source address of outgoing IPv4 (any when empty).
     static std::shared_ptr<utp_host> create(const asio::any_io_executor& ex, std::optional<ip_address> bind_v4,
                                             const utp::multiplexer_config& cfg = {});
 
-    /// A new outgoing connection (its SYN sent), or null with the reason in `ec`.
-    std::shared_ptr<utp::connection> connect(const endpoint& peer, std::error_code& ec);
-    /// `wake` is cancelled whenever something happened to `c` (bytes, acks, its end).
-    void watch(const utp::connection* c, asio::steady_timer* wake);
-    void unwatch(const utp::connection* c) noexcept;
-    /// A stream wrote or read: timers may be due earlier.
-    void poke();
+    std::shared_ptr<utp::connection> connect(const endpoint& peer, std::error_code& ec) override;
+    void watch(const utp::connection* c, asio::steady_timer* wake) override;
+    void unwatch(const utp::connection* c) noexcept override;
+    void poke() override;
     /// Closes the sockets and stops the loops (the pipeline's stop).
     void shutdown() noexcept;
 
@@ -65,7 +99,6 @@ private:
     void on_received(endpoint_socket& s, std::size_t n);
     void after_batch();
     void arm_timer();
-    void wake(const utp::connection* c);
 
     asio::any_io_executor ex_;
     std::optional<ip_address> bind_v4_;
@@ -73,9 +106,7 @@ private:
     utp::multiplexer mux_;
     endpoint_socket v4_;
     endpoint_socket v6_;
-    asio::steady_timer timer_;
-    time_point armed_ = time_point::max();
-    std::unordered_map<const utp::connection*, asio::steady_timer*> watchers_;
+    utp_wakeups wakeups_;
     std::vector<const utp::connection*> touched_;
     bool shut_ = false;
     utp_host_stats stats_;
@@ -83,7 +114,11 @@ private:
 
 class utp_stream final : public byte_stream {
 public:
-    utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_host> host);
+    /// For connect().
+    utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host);
+    /// Over an accepted incoming connection (connect() is not called).
+    utp_stream(const asio::any_io_executor& ex, std::shared_ptr<utp_driver> host,
+               std::shared_ptr<utp::connection> accepted);
     ~utp_stream() override;
 
     asio::awaitable<std::error_code> connect(endpoint peer, std::optional<ip_address> bind) override;
@@ -96,7 +131,7 @@ private:
     asio::awaitable<void> wait();
     std::error_code closed_error() const;
 
-    std::shared_ptr<utp_host> host_;
+    std::shared_ptr<utp_driver> host_;
     std::shared_ptr<utp::connection> conn_;
     asio::steady_timer wake_;
     bool closed_ = false;

@@ -599,25 +599,43 @@ def _human_size(n: int) -> str:
     return f"{n} B"
 
 
+#: The demo's swarm: one seeder of each connection policy the test network has (see
+#: tools/testnet/README.md): plaintext TCP, PE forced with RC4, PE forced with a plaintext
+#: payload allowed, uTP only, uTP only with PE forced.
+DEMO_POLICIES = ("plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe")
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from .testnet import TestNetwork
 
     readable = sys.stderr if args.out == "-" else sys.stdout
     try:
-        net = TestNetwork(nodes=args.nodes, seeders=3, torrents=args.torrents, cidr="127.0.90.0/24",
-                          seed=args.seed, duration=args.duration + 30, stderr=subprocess_devnull())
+        net = TestNetwork(nodes=args.nodes, seeders=len(DEMO_POLICIES), torrents=args.torrents,
+                          cidr="127.0.90.0/24", seed=args.seed, duration=args.duration + 30,
+                          stderr=subprocess_devnull(), policy_mix=",".join(f"{p}=1" for p in DEMO_POLICIES))
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     print(f"demo: starting a test network of {args.nodes} nodes seeding {args.torrents} torrents "
-          "on 127.0.90.0/24 (loopback only)", file=readable, flush=True)
+          f"on 127.0.90.0/24 (loopback only), one seeder of each policy: {', '.join(DEMO_POLICIES)}",
+          file=readable, flush=True)
+    served_by: Dict[str, Dict[str, int]] = {p: {} for p in DEMO_POLICIES}
     with net:
+        policy_of = {seeder: policy for t in net.truth()
+                     for seeder, policy in zip(t.get("seeders", []), t.get("seeder_policies", []))}
+        # Both transports and a prefer_* encryption: the fallbacks reach every policy.
         crawler = Crawler({"port": 0, "bind_v4": "127.0.0.1", "allow_private_addresses": True,
-                           "crawl": {"bootstrap": {"sources": [net.bootstrap]}}})
+                           "crawl": {"bootstrap": {"sources": [net.bootstrap]}},
+                           "metadata": {"transports": "both", "encryption": "prefer_plaintext"}})
         jsonl = JsonlSink(args.out) if args.out else None
 
         def show(t: Torrent) -> None:
+            stream = f"{t.extra.get('transport', '?')}/{t.extra.get('encryption', '?')}"
+            policy = policy_of.get(t.peer or "", "?")
+            counts = served_by.setdefault(policy, {})
+            counts[stream] = counts.get(stream, 0) + 1
             print(f"  + {t.name!r}  {t.version}, {t.num_files} file{'s' if t.num_files != 1 else ''}, "
-                  f"{_human_size(t.total_size)}  {t.info_hash}  from {t.peer}", file=readable, flush=True)
+                  f"{_human_size(t.total_size)}  {t.info_hash}  from {t.peer} ({policy} seeder) over {stream}",
+                  file=readable, flush=True)
 
         store = _Store(None, jsonl, show)
         crawler.on_torrent(store, ack=True)
@@ -636,6 +654,9 @@ def run_demo(args: argparse.Namespace) -> int:
             store.close()
     print(f"demo: {store.accepted} of {args.torrents} torrents fetched and verified in "
           f"{time.monotonic() - started:.0f} s ({stopper.reason})", file=readable, flush=True)
+    for policy, counts in served_by.items():
+        streams = ", ".join(f"{n} over {stream}" for stream, n in sorted(counts.items())) or "none"
+        print(f"demo: served by the {policy} seeder: {sum(counts.values())} ({streams})", file=readable, flush=True)
     return EXIT_OK
 
 

@@ -45,7 +45,8 @@ class TestNetwork:
     def __init__(self, *, nodes: int = 40, seeders: int = 4, torrents: int = 8,
                  cidr: str = "127.0.90.0/24", seed: int = 1, duration: float = 120,
                  misbehave: float = 0.0, truth: Optional[str] = None,
-                 binary: Optional[str] = None, stderr: Optional[IO[Any]] = None) -> None:
+                 binary: Optional[str] = None, stderr: Optional[IO[Any]] = None,
+                 policy_mix: Optional[str] = None) -> None:
         self._tmp = None
         if truth is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="dhtcrawler-testnet-")
@@ -56,6 +57,8 @@ class TestNetwork:
                      "--torrents", str(torrents), "--range", cidr, "--seed", str(seed),
                      "--duration", str(int(duration)), "--truth", truth,
                      "--misbehave", str(misbehave)]
+        if policy_mix:  # the seeders' connection policies, e.g. "plaintext=1,utp=1" (--policy-mix)
+            self.argv += ["--policy-mix", policy_mix]
         self._stderr = stderr
         self.proc: Optional[subprocess.Popen] = None
         self.bootstrap: Optional[str] = None

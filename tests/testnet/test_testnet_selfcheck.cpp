@@ -2,8 +2,13 @@
 // answers to every query kind, tokens bound to our IP, announces that show up in get_peers
 // and sample_infohashes, nodes that verify a querier with a ping, and metadata fetched
 // from seeders that parses to exactly the truth file's entry. Also the truth file's
-// first_served_at: set for what we fetched, and only for that.
+// first_served_at: set for what we fetched, and only for that. And the seeders' connection
+// policies: each serves the core's own peer session over the transport and encryption it
+// allows and refuses the ones it does not.
 #include <doctest/doctest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -25,8 +30,11 @@
 #include "krpc/encode.hpp"
 #include "krpc/message.hpp"
 #include "metadata/torrent_info.hpp"
+#include "metadata/peer_session.hpp"
 #include "metadata/torrent_json.hpp"
+#include "metadata/utp_stream.hpp"
 #include "metadata/wire.hpp"
+#include "support/fake_peer.hpp"
 #include "support/subprocess.hpp"
 
 using namespace dhtc;
@@ -221,9 +229,53 @@ std::string fetch_metadata(const endpoint& seeder, const id20& key) {
 
 nlohmann::json without_extras(nlohmann::json entry) {
     entry.erase("seeders");
+    entry.erase("seeder_policies");
     entry.erase("announce_keys");
     entry.erase("first_served_at");
     return entry;
+}
+
+/// Starts a testnet and waits for its BOOTSTRAP line.
+std::optional<endpoint> wait_for_bootstrap(test::subprocess& net) {
+    std::optional<endpoint> bootstrap;
+    const auto ready_deadline = std::chrono::steady_clock::now() + 60s;
+    while (!bootstrap && std::chrono::steady_clock::now() < ready_deadline) {
+        const auto line = net.read_line(5s);
+        if (line && line->rfind("BOOTSTRAP ", 0) == 0) bootstrap = endpoint::parse(line->substr(10));
+        if (!line && !net.running()) break;
+    }
+    return bootstrap;
+}
+
+/// One fetch by the core's peer session (MSE initiator, uTP, fallbacks and all).
+struct session_fetch {
+    metadata::session_result result;
+    std::string bytes; // the info dict when it succeeded
+};
+
+session_fetch fetch_by_session(const endpoint& seeder, const id20& key, metadata::encryption_policy enc,
+                               metadata::transport_policy transports, std::chrono::milliseconds budget) {
+    asio::io_context io;
+    auto utp = metadata::utp_host::create(io.get_executor(), ip_address::parse("127.0.0.1"));
+    metadata::session_request r;
+    r.info_hash = key;
+    r.peer = seeder;
+    r.peer_id.bytes.fill(0x44);
+    r.deadline = std::chrono::steady_clock::now() + budget;
+    r.encryption = enc;
+    r.transports = transports;
+    r.utp = utp;
+    test::simple_piece_source src;
+    std::optional<metadata::session_result> out;
+    asio::co_spawn(io, metadata::run_peer_session(r, src, 1), [&](std::exception_ptr e, metadata::session_result res) {
+        if (!e) out = res;
+        utp->shutdown(); // its socket's receive would keep the loop running
+    });
+    io.run_for(budget + 5s);
+    REQUIRE(out.has_value());
+    session_fetch f{*out, {}};
+    if (out->ok()) f.bytes = std::string(src.bytes());
+    return f;
 }
 
 } // namespace
@@ -234,13 +286,7 @@ TEST_CASE("testnet.selfcheck: real KRPC answers, tokens, samples, and metadata e
     const auto truth_path = dir / "truth.json";
     test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "200", "--seeders", "12", "--torrents", "30", "--seed", "11",
                           "--duration", "120", "--churn", "0", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()});
-    std::optional<endpoint> bootstrap;
-    const auto ready_deadline = std::chrono::steady_clock::now() + 60s;
-    while (!bootstrap && std::chrono::steady_clock::now() < ready_deadline) {
-        const auto line = net.read_line(5s);
-        if (line && line->rfind("BOOTSTRAP ", 0) == 0) bootstrap = endpoint::parse(line->substr(10));
-        if (!line && !net.running()) break;
-    }
+    const auto bootstrap = wait_for_bootstrap(net);
     REQUIRE_MESSAGE(bootstrap, "the testnet never printed BOOTSTRAP");
     nlohmann::json truth;
     {
@@ -348,5 +394,95 @@ TEST_CASE("testnet.selfcheck: real KRPC answers, tokens, samples, and metadata e
         REQUIRE(truth[i].contains("first_served_at"));
         CHECK_MESSAGE(truth[i]["first_served_at"].is_null() == !fetched.contains(i), "torrent " << i);
     }
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and refuses the rest") {
+    using metadata::encryption_policy;
+    using metadata::transport_policy;
+    const auto dir = std::filesystem::temp_directory_path() / ("dhtc-testnet-policies-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto truth_path = dir / "truth.json";
+    // 10 seeders, equal shares: exactly two of each policy.
+    test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "40", "--seeders", "10", "--torrents", "30", "--seed", "12",
+                          "--policy-mix", "plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1", "--duration", "120",
+                          "--churn", "0", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()});
+    REQUIRE_MESSAGE(wait_for_bootstrap(net), "the testnet never printed BOOTSTRAP");
+    nlohmann::json truth;
+    {
+        std::ifstream in(truth_path);
+        truth = nlohmann::json::parse(in);
+    }
+    // A torrent and a seeder of it for every policy.
+    std::map<std::string, std::pair<std::size_t, endpoint>> sample;
+    std::map<std::string, int> seeders_of;
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < truth.size(); ++i) {
+        const auto& t = truth[i];
+        REQUIRE(t.at("seeder_policies").size() == t.at("seeders").size());
+        for (std::size_t k = 0; k < t.at("seeders").size(); ++k) {
+            const auto policy = t["seeder_policies"][k].get<std::string>();
+            const auto ep = t["seeders"][k].get<std::string>();
+            if (seen.insert(ep).second) ++seeders_of[policy];
+            sample.emplace(policy, std::pair{i, *endpoint::parse(ep)});
+        }
+    }
+    const std::vector<std::string> policies{"plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe"};
+    for (const auto& p : policies) {
+        REQUIRE_MESSAGE(sample.contains(p), "no torrent on a " << p << " seeder");
+        CHECK_MESSAGE(seeders_of[p] <= 2, p);
+    }
+
+    struct expectation {
+        std::string policy;
+        encryption_policy enc;
+        transport_policy transports;
+        bool served;
+        api::stream_transport transport = api::stream_transport::tcp;
+        api::stream_encryption encryption = api::stream_encryption::plaintext;
+        bool used_mse = false;
+    };
+    using api::stream_encryption;
+    using api::stream_transport;
+    const std::vector<expectation> cases{
+        {"plaintext", encryption_policy::disable, transport_policy::tcp, true},
+        {"plaintext", encryption_policy::prefer_encrypted, transport_policy::tcp, true, stream_transport::tcp,
+         stream_encryption::plaintext, true}, // MSE accepted, plaintext payload selected
+        {"pe_rc4", encryption_policy::require, transport_policy::tcp, true, stream_transport::tcp, stream_encryption::rc4, true},
+        {"pe_rc4", encryption_policy::disable, transport_policy::tcp, false},
+        {"pe_plain", encryption_policy::prefer_encrypted, transport_policy::tcp, true, stream_transport::tcp,
+         stream_encryption::plaintext, true},
+        {"pe_plain", encryption_policy::require, transport_policy::tcp, true, stream_transport::tcp, stream_encryption::rc4, true},
+        {"pe_plain", encryption_policy::disable, transport_policy::tcp, false},
+        {"utp", encryption_policy::disable, transport_policy::utp, true, stream_transport::utp},
+        {"utp", encryption_policy::disable, transport_policy::tcp, false},
+        {"utp_pe", encryption_policy::require, transport_policy::utp, true, stream_transport::utp, stream_encryption::rc4, true},
+        {"utp_pe", encryption_policy::disable, transport_policy::utp, false},
+        // What a crawler configured for everything does: fallbacks reach every policy.
+        {"pe_rc4", encryption_policy::prefer_plaintext, transport_policy::both, true, stream_transport::tcp,
+         stream_encryption::rc4, true},
+        {"utp_pe", encryption_policy::prefer_plaintext, transport_policy::both, true, stream_transport::utp,
+         stream_encryption::rc4, true},
+    };
+    for (const auto& c : cases) {
+        const auto& [index, seeder] = sample.at(c.policy);
+        const auto& t = truth[index];
+        const auto key_hex = t.at("announce_keys").at(0).get<std::string>();
+        const auto key = *id20::from_hex(key_hex);
+        INFO(c.policy << " seeder " << seeder.to_string() << ", encryption " << to_string(c.enc) << ", transports "
+                      << to_string(c.transports));
+        const auto f = fetch_by_session(seeder, key, c.enc, c.transports, c.served ? 8000ms : 3000ms);
+        CHECK(f.result.ok() == c.served);
+        if (!c.served || !f.result.ok()) continue;
+        CHECK(f.result.transport == c.transport);
+        CHECK(f.result.encryption == c.encryption);
+        CHECK(f.result.used_mse == c.used_mse);
+        metadata::torrent_info info;
+        REQUIRE(metadata::parse_info(f.bytes, key, info));
+        auto expected = without_extras(t);
+        expected["info_hash"] = key_hex;
+        CHECK(metadata::to_json(info) == expected);
+    }
+    CHECK(net.stop(10000ms) == 0);
     std::filesystem::remove_all(dir);
 }

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "metadata/mse.hpp"
 
@@ -150,6 +152,38 @@ TEST_CASE("the responder refuses another torrent; nothing in common; plaintext-o
         responder b(make_id(1), crypto_rc4, true, seeded_random(2));
         run_result r = run(a, b, 50);
         CHECK(r.eb == mse_error::no_common_method);
+    }
+}
+
+TEST_CASE("a responder for many torrents finds the one the initiator names by HASH('req2', SKEY)") {
+    // What a seeder holding several torrents does: it keys them by req2_hash().
+    const id20 wanted = make_id(5);
+    std::vector<id20> held{make_id(3), wanted, make_id(8)};
+    auto finder = [&held](const std::array<std::uint8_t, 20>& req2) -> std::optional<id20> {
+        for (const auto& h : held)
+            if (req2_hash(h) == req2) return h;
+        return std::nullopt;
+    };
+    SUBCASE("a held torrent: found, and the payload streams agree") {
+        initiator a(wanted, crypto_rc4, "IA-bytes", seeded_random(31));
+        responder b(finder, crypto_rc4 | crypto_plaintext, true, seeded_random(32));
+        run_result r = run(a, b, 7);
+        REQUIRE(r.a == status::done);
+        REQUIRE(r.b == status::done);
+        CHECK(b.skey() == wanted);
+        CHECK(r.ob.selected == crypto_rc4);
+        CHECK(r.ob.payload == "IA-bytes");
+        std::string msg = "hello";
+        r.oa.encrypt->apply(msg.data(), msg.size());
+        r.ob.decrypt->apply(msg.data(), msg.size());
+        CHECK(msg == "hello");
+    }
+    SUBCASE("a torrent it does not hold: unknown_skey") {
+        initiator a(make_id(4), crypto_rc4, "", seeded_random(33));
+        responder b(finder, crypto_rc4, true, seeded_random(34));
+        run_result r = run(a, b, 64);
+        CHECK(r.b == status::failed);
+        CHECK(r.eb == mse_error::unknown_skey);
     }
 }
 

@@ -42,6 +42,7 @@ struct options {
     std::uint64_t duration = 600;
     std::string truth;
     double misbehave = 0.0;
+    std::array<double, policy_count> policy_mix{1, 0, 0, 0, 0};
     std::uint16_t port = 0;
     std::uint32_t reannounce = 900;
     double churn = 0.1;
@@ -70,6 +71,12 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
                        rewritten at the end with first_served_at (default: none)
   --misbehave F        share of seeders that misbehave: slow, stall, reject, wrong bytes,
                        refuse connections (default 0)
+  --policy-mix LIST    relative shares of the seeders' connection policies, e.g.
+                       plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1 (exact shares, shuffled
+                       by --seed): plaintext (TCP, plaintext or MSE), pe_rc4 (TCP, MSE with
+                       RC4 required), pe_plain (TCP, MSE required, plaintext payload allowed),
+                       utp (uTP only, on the DHT port), utp_pe (uTP only, MSE with RC4
+                       required). Independent of --misbehave (default plaintext=1)
   --port P             UDP port of every node and TCP port of every seeder (default: any free)
   --reannounce SECONDS seeders re-announce every SECONDS +-20% (default 900)
   --churn F            average share of nodes away at any time (default 0.1; 0 = none)
@@ -139,6 +146,11 @@ std::optional<options> parse_args(int argc, char** argv) {
         else if (a == "--duration") ok = parse_number(v, o.duration);
         else if (a == "--truth") o.truth = v;
         else if (a == "--misbehave") ok = parse_number(v, o.misbehave) && o.misbehave >= 0 && o.misbehave <= 1;
+        else if (a == "--policy-mix") {
+            const auto mix = parse_policy_mix(v);
+            ok = mix.has_value();
+            if (ok) o.policy_mix = *mix;
+        }
         else if (a == "--port") ok = parse_number(v, o.port);
         else if (a == "--reannounce") ok = parse_number(v, o.reannounce) && o.reannounce > 0;
         else if (a == "--churn") ok = parse_number(v, o.churn) && o.churn >= 0 && o.churn < 1;
@@ -237,6 +249,7 @@ int run(const options& o) {
     so.misbehave = o.misbehave;
     so.reannounce = o.reannounce;
     so.seed = o.seed;
+    so.policy_mix = o.policy_mix;
     std::vector<std::uint32_t> seeder_ips;
     for (std::size_t s = 0; s < o.seeders; ++s) seeder_ips.push_back(plan->address(o.nodes + s));
     seeder_set seeders(io, net, torrents, so, seeder_ips);
@@ -248,9 +261,10 @@ int run(const options& o) {
     }
     net.seed_tables();
 
-    std::vector<std::string> seeder_endpoints;
-    for (std::size_t s = 0; s < seeders.size(); ++s) seeder_endpoints.push_back(seeders.endpoint_of(s));
-    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_endpoints, false, error)) {
+    std::vector<seeder_view> seeder_views;
+    for (std::size_t s = 0; s < seeders.size(); ++s)
+        seeder_views.push_back({seeders.endpoint_of(s), std::string(to_string(seeders.policy(s)))});
+    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, false, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;
     }
@@ -338,13 +352,28 @@ int run(const options& o) {
 
     std::size_t served = 0;
     for (std::size_t i = 0; i < torrents.size(); ++i) served += torrents.at(i).first_served_at ? 1 : 0;
+    // Per policy: seeders/connections/full transfers, e.g. "utp=2/14/9".
+    std::string by_policy;
+    const auto& ss = seeders.stats();
+    for (std::size_t p = 0; p < policy_count; ++p) {
+        if (ss.seeders_by_policy[p] == 0) continue;
+        by_policy += ' ';
+        by_policy += to_string(static_cast<connection_policy>(p));
+        by_policy += '=' + std::to_string(ss.seeders_by_policy[p]) + '/' + std::to_string(ss.connections_by_policy[p]) +
+                     '/' + std::to_string(ss.full_transfers_by_policy[p]);
+    }
     std::fprintf(stderr,
                  "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full, blocked=%llu blocks=%llu "
-                 "to_nat=%llu\n",
+                 "to_nat=%llu | policies (seeders/connections/full):%s mse=%llu mse_failed=%llu plaintext_refused=%llu "
+                 "tcp_refused_utp_only=%llu utp_conn=%llu utp_refused=%llu\n",
                  cpu_seconds(), max_rss_kib(), served, torrents.size(),
                  static_cast<unsigned long long>(net.stats().blocked), static_cast<unsigned long long>(net.stats().blocks),
-                 static_cast<unsigned long long>(net.stats().to_nat));
-    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_endpoints, true, error)) {
+                 static_cast<unsigned long long>(net.stats().to_nat), by_policy.c_str(),
+                 static_cast<unsigned long long>(ss.mse_handshakes), static_cast<unsigned long long>(ss.mse_failures),
+                 static_cast<unsigned long long>(ss.plaintext_refused),
+                 static_cast<unsigned long long>(ss.tcp_refused_utp_only),
+                 static_cast<unsigned long long>(ss.utp_connections), static_cast<unsigned long long>(ss.utp_refused));
+    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, true, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;
     }

@@ -5,6 +5,7 @@
 
 #include "dht/node_id.hpp"
 #include "krpc/encode.hpp"
+#include "testnet/utp_port.hpp"
 
 namespace dhtc::testnet {
 
@@ -110,6 +111,10 @@ void network::stop() {
 // ---- receive path ---------------------------------------------------------------------------
 
 void network::on_datagram(const datagram& d) {
+    if (stream_handler_ && looks_like_utp(d.bytes)) {
+        if (!stream_handler_(d)) ++stats_.unknown_destination;
+        return;
+    }
     const auto it = by_ip_.find(d.to_ip);
     if (it == by_ip_.end()) {
         ++stats_.unknown_destination;

@@ -97,6 +97,15 @@ public:
     /// announce_peer from `host` to `to` with the token `to` gave.
     void announce(std::size_t host, const lookup_reply& to, const id20& info_hash, std::uint16_t port);
 
+    /// Datagrams that are not KRPC (uTP, see utp_port) for a host go to `handler` when set;
+    /// it returns false when nothing there takes them (counted as unknown_destination).
+    using stream_handler = std::function<bool(const datagram&)>;
+    void on_stream_datagram(stream_handler handler) { stream_handler_ = std::move(handler); }
+    /// A raw datagram from a simulated host (a uTP seeder's packets).
+    void send_datagram(std::uint32_t from_ip, std::uint32_t to_ip, std::uint16_t to_port, std::string_view bytes) {
+        hub_->send(from_ip, to_ip, to_port, bytes);
+    }
+
     const network_stats& stats() const noexcept { return stats_; }
     const udp_hub& hub() const noexcept { return *hub_; }
 
@@ -184,6 +193,7 @@ private:
     std::function<void()> bootstrap_done_;
     std::size_t bootstrap_left_ = 0;
 
+    stream_handler stream_handler_;
     bencode::document doc_;
     std::string out_;
     network_stats stats_;

@@ -1,8 +1,10 @@
 // The seeders: each holds some of the catalog's torrents, announces them the way clients do
 // (a get_peers lookup towards the key, then announce_peer with the token to the closest
 // nodes that gave one, again every --reannounce seconds with jitter) and serves their
-// metadata over TCP: BEP-3 handshake, BEP-10 extension handshake, BEP-9 data or reject.
-// A share of them misbehaves so that a crawler's failure paths get exercised.
+// metadata: BEP-3 handshake, BEP-10 extension handshake, BEP-9 data or reject. Each has a
+// connection policy (TCP or uTP only; MSE/PE allowed, required with RC4, or required with
+// a plaintext payload allowed), and a share of them misbehaves so that a crawler's failure
+// paths get exercised.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -10,21 +12,38 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "metadata/byte_stream.hpp"
 #include "testnet/catalog.hpp"
 #include "testnet/network.hpp"
+#include "testnet/utp_port.hpp"
 
 namespace dhtc::testnet {
 
 struct peer_connection;
+
+/// How a seeder takes connections, as libtorrent's settings would make it.
+enum class connection_policy : std::uint8_t {
+    plaintext, ///< TCP; a plaintext handshake or MSE (either payload), as libtorrent's pe_enabled
+    pe_rc4,    ///< TCP; MSE required with RC4 (pe_forced, rc4 only): a plaintext handshake is closed
+    pe_plain,  ///< TCP; MSE required, a plaintext payload allowed after it (pe_forced, both)
+    utp,       ///< uTP only on the DHT port (incoming TCP closed at once); plaintext or MSE
+    utp_pe,    ///< uTP only, MSE required with RC4
+};
+inline constexpr std::size_t policy_count = 5;
+std::string_view to_string(connection_policy p) noexcept;
+/// "plaintext=1,pe_rc4=1,..." (weights >= 0, at least one positive; unnamed ones are 0).
+std::optional<std::array<double, policy_count>> parse_policy_mix(std::string_view s);
 
 enum class misbehaviour : std::uint8_t {
     none,
@@ -41,7 +60,12 @@ struct seeder_options {
     double misbehave = 0.0;
     seconds reannounce = 900;
     std::uint64_t seed = 1;
+    /// Relative shares of the connection policies (default: every seeder plaintext).
+    std::array<double, policy_count> policy_mix{1, 0, 0, 0, 0};
     std::size_t max_connections = 4000;
+    /// Per uTP seeder: live uTP connections and accepted ones not yet served.
+    std::size_t max_utp_connections = 256;
+    std::size_t max_utp_accept_queue = 32;
     std::chrono::seconds idle_timeout{20};
     std::chrono::seconds connection_lifetime{120};
 };
@@ -57,6 +81,16 @@ struct seeder_stats {
     std::uint64_t full_transfers = 0;
     std::uint64_t protocol_errors = 0;
     std::uint64_t announce_rounds = 0;
+    std::uint64_t tcp_refused_utp_only = 0; ///< TCP connections a uTP-only seeder closed at once
+    std::uint64_t plaintext_refused = 0;    ///< plaintext handshakes an MSE-only seeder closed
+    std::uint64_t mse_handshakes = 0;
+    std::uint64_t mse_failures = 0;
+    std::uint64_t utp_connections = 0;
+    std::uint64_t utp_refused = 0;          ///< SYNs a uTP seeder's multiplexer refused (full)
+    /// Per connection_policy: seeders, connections served, full correct transfers.
+    std::array<std::uint64_t, policy_count> seeders_by_policy{};
+    std::array<std::uint64_t, policy_count> connections_by_policy{};
+    std::array<std::uint64_t, policy_count> full_transfers_by_policy{};
 };
 
 class seeder_set {
@@ -76,7 +110,8 @@ public:
     std::string endpoint_of(std::size_t s) const;
     std::size_t size() const noexcept { return seeders_.size(); }
     misbehaviour mode(std::size_t s) const { return seeders_[s].mode; }
-    const seeder_stats& stats() const noexcept { return stats_; }
+    connection_policy policy(std::size_t s) const { return seeders_[s].policy; }
+    const seeder_stats& stats() const noexcept;
     std::size_t open_connections() const noexcept { return open_; }
 
 private:
@@ -86,6 +121,8 @@ private:
         misbehaviour mode;
         id20 peer_id;
         std::vector<std::uint32_t> torrents; // sorted
+        connection_policy policy = connection_policy::plaintext;
+        std::shared_ptr<utp_port> utp;       // uTP policies only
     };
     struct job {
         std::chrono::steady_clock::time_point due;
@@ -96,8 +133,11 @@ private:
         bool operator>(const job& o) const noexcept { return due > o.due; }
     };
 
+    void assign_policies();
     void accept();
-    asio::awaitable<void> serve(asio::ip::tcp::socket socket, std::size_t seeder_index);
+    bool on_utp_datagram(const datagram& d);
+    void start_session(std::unique_ptr<metadata::byte_stream> stream, std::size_t seeder_index, std::uint32_t peer_ip);
+    asio::awaitable<void> serve(std::shared_ptr<peer_connection> conn, std::size_t seeder_index, std::uint32_t peer_ip);
     void tick();
     void run_job(const job& j);
     std::chrono::steady_clock::duration next_interval();
@@ -120,7 +160,7 @@ private:
     std::priority_queue<job, std::vector<job>, std::greater<>> jobs_;
     std::size_t first_round_left_ = 0;
     std::function<void()> first_round_done_;
-    seeder_stats stats_;
+    mutable seeder_stats stats_;
 };
 
 } // namespace dhtc::testnet

@@ -10,7 +10,7 @@
 
 namespace dhtc::testnet {
 
-bool write_truth(const std::string& path, const catalog& torrents, const std::vector<std::string>& seeder_endpoints,
+bool write_truth(const std::string& path, const catalog& torrents, const std::vector<seeder_view>& seeder_views,
                  bool with_first_served, std::string& error) {
     const std::string tmp = path + ".tmp";
     {
@@ -25,7 +25,9 @@ bool write_truth(const std::string& path, const catalog& torrents, const std::ve
             // The parser's form, then our fields, spliced before its closing brace.
             nlohmann::json extra = nlohmann::json::object();
             auto& seeders = extra["seeders"] = nlohmann::json::array();
-            for (auto s : t.seeders) seeders.push_back(seeder_endpoints.at(s));
+            for (auto s : t.seeders) seeders.push_back(seeder_views.at(s).endpoint);
+            auto& policies = extra["seeder_policies"] = nlohmann::json::array();
+            for (auto s : t.seeders) policies.push_back(seeder_views.at(s).policy);
             auto& keys = extra["announce_keys"] = nlohmann::json::array();
             for (const auto& k : t.keys) keys.push_back(k.hex());
             if (with_first_served) {

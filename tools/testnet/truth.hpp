@@ -1,5 +1,5 @@
 // Writes the truth file: a JSON list, one entry per torrent, in the parser's JSON form plus
-// `seeders` ("ip:port"), `announce_keys` (hex; a hybrid is announced under both of its
+// `seeders` ("ip:port"), `seeder_policies` (each seeder's connection policy), `announce_keys` (hex; a hybrid is announced under both of its
 // hashes) and, in the final version, `first_served_at`. Written atomically (temp + rename).
 #pragma once
 
@@ -10,8 +10,14 @@
 
 namespace dhtc::testnet {
 
-/// `seeder_endpoints[s]` is seeder s's "ip:port". Returns false and sets `error` on failure.
-bool write_truth(const std::string& path, const catalog& torrents, const std::vector<std::string>& seeder_endpoints,
+/// What the truth file says of one seeder.
+struct seeder_view {
+    std::string endpoint; ///< "ip:port"
+    std::string policy;   ///< its connection policy (seeder.hpp)
+};
+
+/// `seeders[s]` describes seeder s. Returns false and sets `error` on failure.
+bool write_truth(const std::string& path, const catalog& torrents, const std::vector<seeder_view>& seeders,
                  bool with_first_served, std::string& error);
 
 } // namespace dhtc::testnet
