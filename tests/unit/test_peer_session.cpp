@@ -645,7 +645,12 @@ TEST_CASE("MSE/PE: every policy against every peer encryption") {
             CHECK(src.bytes() == info);
             CHECK(r.encryption == w.stream);
             CHECK(r.pieces_received == 3);
+        } else if (w.policy == encryption_policy::require) {
+            // The plaintext-only peer closed our MSE exchange.
+            CHECK(r.failure == session_failure::encryption_failed);
+            CHECK(r.mse_error == dhtc::metadata::mse::mse_error::none);
         } else {
+            // A plaintext handshake the peer closed: PE forced, or no torrent, look alike.
             check_failure(r, session_failure::handshake_failed, wire_error::short_handshake);
         }
     }
@@ -654,7 +659,7 @@ TEST_CASE("MSE/PE: every policy against every peer encryption") {
 TEST_CASE("MSE: a peer that closes during the exchange falls back once within the deadline") {
     using dhtc::metadata::encryption_policy;
     const std::string info = make_info_dict(1000);
-    // A peer that drops MSE (plaintext only) under require: one try, handshake_failed.
+    // A peer that drops MSE (plaintext only) under require: one try, encryption_failed.
     peer_script script;
     fake_peer fp(info, script);
     simple_piece_source src;
@@ -663,7 +668,7 @@ TEST_CASE("MSE: a peer that closes during the exchange falls back once within th
     const session_result r = run_one(req, src);
     CHECK(r.tries == 1);
     CHECK(r.used_mse);
-    CHECK(r.failure == session_failure::handshake_failed);
+    CHECK(r.failure == session_failure::encryption_failed);
     CHECK(fp.conversations().size() == 1);
 }
 
@@ -687,7 +692,7 @@ TEST_CASE("transports both: a refused TCP connect falls back to uTP once, inside
     CHECK(out->try_modes[0] == 0);
     CHECK(out->try_modes[1] == dhtc::metadata::try_utp);
     CHECK(out->transport == dhtc::api::stream_transport::utp);
-    CHECK(out->failure == session_failure::connect_timeout); // the SYNs went unanswered
+    CHECK(out->failure == session_failure::utp_timeout); // the SYNs went unanswered
     CHECK(out->elapsed < 1500ms + slack);
     CHECK(src.releases_of(7) == 1);
     CHECK(req.utp->mux_stats().connections_opened == 1);
@@ -696,6 +701,12 @@ TEST_CASE("transports both: a refused TCP connect falls back to uTP once, inside
 TEST_CASE("failure names are stable") {
     CHECK(dhtc::api::to_string(session_failure::connect_timeout) == "connect_timeout");
     CHECK(dhtc::api::to_string(session_failure::cancelled) == "cancelled");
+    CHECK(dhtc::api::to_string(session_failure::encryption_failed) == "encryption_failed");
+    CHECK(dhtc::api::to_string(session_failure::utp_timeout) == "utp_timeout");
+    // Appended: the stored values of the older classes never change.
+    CHECK(static_cast<int>(session_failure::cancelled) == 15);
+    CHECK(static_cast<int>(session_failure::encryption_failed) == 16);
+    CHECK(static_cast<int>(session_failure::utp_timeout) == 17);
 }
 
 } // TEST_SUITE
