@@ -38,18 +38,8 @@ constexpr const char* schema_v2 = R"sql(
 CREATE TABLE dht_routing (owner TEXT PRIMARY KEY, saved_at INTEGER NOT NULL, nodes BLOB NOT NULL);
 )sql";
 
-// v3: failure classes 16 and 17 (encryption_failed, utp_timeout). recent_failures goes
-// from four 4-bit classes to four 5-bit ones (bits 0..19); failure_counts keeps its slots
-// (classes 1..14 where they were; slots 14 and 15, bits 56..63, once cancelled's, which
-// was never recorded, now count the new classes), cleared there in case anything stale
-// could pass for a count of them. Only rows that need it are rewritten.
-constexpr const char* schema_v3 = R"sql(
-UPDATE retry_hashes SET
-  recent_failures = (recent_failures & 15) | (((recent_failures >> 4) & 15) << 5) |
-                    (((recent_failures >> 8) & 15) << 10) | (((recent_failures >> 12) & 15) << 15),
-  failure_counts = failure_counts & 72057594037927935
-WHERE recent_failures > 15 OR failure_counts < 0 OR failure_counts > 72057594037927935;
-)sql";
+// v3: the failure classes after cancelled (migrations.hpp, retry_v3_failure_packing).
+constexpr const char* schema_v3 = retry_v3_failure_packing;
 
 constexpr const char* migrations[] = {schema_v1, schema_v2, schema_v3};
 static_assert(std::size(migrations) == sqlite_schema_version);
