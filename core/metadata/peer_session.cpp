@@ -167,9 +167,9 @@ private:
 
     // What the next try changes, if anything. A refused or silent connect: the transport
     // (a uTP-only peer refuses or ignores TCP; another encryption would not help). The peer
-    // closed before its BitTorrent handshake, or MSE failed (encryption_failed): the encryption first (the
-    // commoner cause: a peer forcing or refusing PE), then the transport (libtorrent
-    // without incoming TCP accepts and closes). Never after a cancel, the deadline, or a
+    // closed before its BitTorrent handshake, or MSE failed (encryption_failed): the
+    // encryption first (the commoner cause: a peer forcing or refusing PE), then the
+    // transport (libtorrent without incoming TCP accepts and closes). Never after a cancel, the deadline, or a
     // failure after the handshake.
     fallback next_fallback(bool use_mse) const noexcept {
         if (handshake_done_) return fallback::none;
