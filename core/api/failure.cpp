@@ -20,6 +20,8 @@ std::string_view to_string(failure_class c) noexcept {
     case failure_class::disconnected: return "disconnected";
     case failure_class::sink_failed: return "sink_failed";
     case failure_class::cancelled: return "cancelled";
+    case failure_class::encryption_failed: return "encryption_failed";
+    case failure_class::utp_timeout: return "utp_timeout";
     }
     return "unknown";
 }

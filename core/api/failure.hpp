@@ -10,8 +10,10 @@
 namespace dhtc::api {
 
 /// Precise on purpose: retries are planned by it. The values are stored (the retry store
-/// packs per-class counters by value), so existing values never change and new ones are
-/// appended; there are at most 16.
+/// packs per-class counters and the recent classes by value, see retry_row), so existing
+/// values never change and new ones are appended; there are at most 32 (the recent classes
+/// are 5 bits each), and the retry store has counter slots for 15 non-none classes (it
+/// gives `cancelled`, never a recorded failure, none).
 enum class failure_class : std::uint8_t {
     none = 0,
     connect_refused,      ///< the connect failed before the deadline (refused, unreachable, bind error)
@@ -30,8 +32,20 @@ enum class failure_class : std::uint8_t {
     disconnected,         ///< the peer closed the connection before the metadata was complete
     sink_failed,          ///< fetched and verified, but the application could not store it
     cancelled,            ///< the owner stopped the attempt (shutdown); not a failure of the peer
+    /// The MSE/PE exchange of the last try failed: no common method, no VC or req1 within the
+    /// pad window, a bad key or select, RC4 unavailable here, or the peer closed or reset the
+    /// connection during the exchange (unless it also closed a plaintext try of the session:
+    /// it refuses us either way, handshake_failed). A plaintext handshake the peer closes
+    /// stays handshake_failed: a peer forcing PE, one without the torrent and one refusing
+    /// TCP look the same on the wire.
+    encryption_failed,
+    /// The last try was uTP and the peer went silent: the SYN was never answered (before the
+    /// deadline or uTP's own connect timeout), or an established connection lost the peer
+    /// (uTP's retransmission timeout gave up). A uTP connection that answers but is too slow
+    /// for the deadline is `timeout`, as over TCP.
+    utp_timeout,
 };
-inline constexpr std::size_t failure_class_count = 16;
+inline constexpr std::size_t failure_class_count = 18;
 
 /// "none", "connect_refused", ...
 std::string_view to_string(failure_class c) noexcept;

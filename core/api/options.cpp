@@ -240,6 +240,8 @@ const field fields[] = {
     {"retry.policy.class_percent.protocol_error", uint_ref{&class_percent<fc::protocol_error>}, 1, percent_max},
     {"retry.policy.class_percent.disconnected", uint_ref{&class_percent<fc::disconnected>}, 1, percent_max},
     {"retry.policy.class_percent.sink_failed", uint_ref{&class_percent<fc::sink_failed>}, 1, percent_max},
+    {"retry.policy.class_percent.encryption_failed", uint_ref{&class_percent<fc::encryption_failed>}, 1, percent_max},
+    {"retry.policy.class_percent.utp_timeout", uint_ref{&class_percent<fc::utp_timeout>}, 1, percent_max},
 };
 
 const field* find_field(std::string_view path) noexcept {

@@ -126,7 +126,9 @@ public:
             result.transport = use_utp ? api::stream_transport::utp : api::stream_transport::tcp;
             result.try_modes[attempt] = static_cast<std::uint8_t>((use_mse ? try_mse : 0) | (use_utp ? try_utp : 0));
             const bool ok = co_await try_once(use_mse, use_utp);
+            result.try_failures[attempt] = result.failure;
             if (ok) co_return;
+            if (!use_mse && closed_before_handshake()) plaintext_closed_ = true;
             switch (next_fallback(use_mse)) {
             case fallback::none: co_return;
             case fallback::encryption:
@@ -165,26 +167,29 @@ private:
 
     // What the next try changes, if anything. A refused or silent connect: the transport
     // (a uTP-only peer refuses or ignores TCP; another encryption would not help). The peer
-    // closed before its BitTorrent handshake, or MSE failed: the encryption first (the
-    // commoner cause: a peer forcing or refusing PE), then the transport (libtorrent
-    // without incoming TCP accepts and closes). Never after a cancel, the deadline, or a
+    // closed before its BitTorrent handshake, or MSE failed (encryption_failed): the
+    // encryption first (the commoner cause: a peer forcing or refusing PE), then the
+    // transport (libtorrent without incoming TCP accepts and closes). Never after a cancel, the deadline, or a
     // failure after the handshake.
     fallback next_fallback(bool use_mse) const noexcept {
         if (handshake_done_) return fallback::none;
         if (cancel_.cancelled() != asio::cancellation_type::none) return fallback::none;
         if (conn_.expired || clock::now() >= req_.deadline) return fallback::none;
         if (!result.connected) {
-            const bool connect_failed =
-                result.failure == session_failure::connect_refused || result.failure == session_failure::connect_timeout;
+            const bool connect_failed = result.failure == session_failure::connect_refused ||
+                                        result.failure == session_failure::connect_timeout ||
+                                        result.failure == session_failure::utp_timeout;
             return connect_failed && transport_fallback_left_ ? fallback::transport : fallback::none;
         }
-        const bool closed_early =
-            result.mse_error != mse::mse_error::none ||
-            (result.failure == session_failure::handshake_failed && result.error == wire::wire_error::short_handshake);
+        const bool closed_early = result.failure == session_failure::encryption_failed || closed_before_handshake();
         if (!closed_early) return fallback::none;
         if (encryption_fallback_left_ && (use_mse || mse::rc4_available())) return fallback::encryption;
         if (transport_fallback_left_) return fallback::transport;
         return fallback::none;
+    }
+
+    bool closed_before_handshake() const noexcept {
+        return result.failure == session_failure::handshake_failed && result.error == wire::wire_error::short_handshake;
     }
 
     void reset_for_retry() noexcept {
@@ -199,6 +204,7 @@ private:
         result.connected = false;
         result.mse_error = mse::mse_error::none;
         result.encryption = stream_encryption::plaintext;
+        in_mse_ = false;
     }
 
     // The MSE exchange; our BitTorrent handshake rides in IA. Afterwards reads and writes
@@ -218,6 +224,8 @@ private:
             fail_mse(m.error());
             co_return false;
         }
+        // The peer closing or resetting the connection now refuses our encryption (fail_net).
+        in_mse_ = true;
         bool ok = co_await write_tx();
         if (!ok) co_return false;
         for (;;) {
@@ -236,6 +244,7 @@ private:
             }
             if (st == mse::status::done) break;
         }
+        in_mse_ = false;
         mse::outcome o = m.take();
         result.encryption = o.selected == mse::crypto_rc4 ? stream_encryption::rc4 : stream_encryption::plaintext;
         // The payload that came with the handshake, already decrypted, goes back in front.
@@ -255,9 +264,7 @@ private:
 
     void fail_mse(mse::mse_error e) noexcept {
         result.mse_error = e;
-        // The failure enum has no room left (16 of 16): MSE failures are handshake failures
-        // with the precise cause in mse_error.
-        fail(session_failure::handshake_failed);
+        fail(session_failure::encryption_failed);
     }
 
     void fail(session_failure f, wire::wire_error e = wire::wire_error::none) noexcept {
@@ -266,22 +273,32 @@ private:
     }
     void fail_wire(wire::wire_error e) noexcept { fail(wire::classify(e), e); }
 
-    // The socket failed for a reason of the peer's (closed, reset, refused...).
+    // The socket failed for a reason of the peer's (closed, reset, refused...). Over uTP a
+    // timed_out is uTP's own verdict that the peer went silent (SYN or data unanswered).
     void fail_net(const std::error_code& ec) noexcept {
         result.net_error = ec;
-        if (!result.connected)
+        if (on_utp() && ec == asio::error::timed_out)
+            fail(session_failure::utp_timeout);
+        else if (!result.connected)
             fail(ec == asio::error::timed_out ? session_failure::connect_timeout : session_failure::connect_refused);
+        else if (in_mse_ && !plaintext_closed_)
+            fail(session_failure::encryption_failed);
         else if (!handshake_done_)
             fail(session_failure::handshake_failed, wire::wire_error::short_handshake);
         else
             fail(session_failure::disconnected);
     }
 
+    bool on_utp() const noexcept { return result.transport == api::stream_transport::utp; }
+
     // Checked after every suspension, before the operation's own error: the watchdog and
     // the owner end an operation by aborting it, and the abort must not pass for the peer's.
     bool interrupted() noexcept {
         if (conn_.expired || clock::now() >= req_.deadline) {
-            fail(result.connected ? session_failure::timeout : session_failure::connect_timeout);
+            if (result.connected)
+                fail(session_failure::timeout);
+            else
+                fail(on_utp() ? session_failure::utp_timeout : session_failure::connect_timeout);
             return true;
         }
         if (cancel_.cancelled() != asio::cancellation_type::none) {
@@ -563,6 +580,10 @@ private:
     std::string tx_;
     bencode::document doc_;
     bool handshake_done_ = false;
+    bool in_mse_ = false; // between our first MSE bytes and the exchange's end
+    // A plaintext try was closed before the peer's handshake: when MSE is closed too, the
+    // peer refuses us either way, and encryption is not what failed (handshake_failed).
+    bool plaintext_closed_ = false;
     bool encryption_fallback_left_ = false;
     bool transport_fallback_left_ = false;
     std::unique_ptr<mse::rc4> encrypt_; // set after an MSE exchange that selected RC4

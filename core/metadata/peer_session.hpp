@@ -67,6 +67,18 @@ class utp_host;
 /// A session tries at most this often: the first try, one encryption fallback and one
 /// transport fallback.
 inline constexpr std::size_t max_tries = 3;
+
+/// The classes a session (one try) ends with; the others (none, no_peers, hash_mismatch,
+/// parse_error, sink_failed) belong to the job, and cancelled is no failure. The metrics
+/// per transport and encryption count failures by these (docs/metrics.md).
+inline constexpr api::failure_class session_failure_classes[] = {
+    api::failure_class::connect_refused,      api::failure_class::connect_timeout,
+    api::failure_class::utp_timeout,          api::failure_class::handshake_failed,
+    api::failure_class::encryption_failed,    api::failure_class::no_extension_support,
+    api::failure_class::no_metadata_support,  api::failure_class::rejected,
+    api::failure_class::timeout,              api::failure_class::size_limit,
+    api::failure_class::protocol_error,       api::failure_class::disconnected,
+};
 /// Bits of session_result::try_modes.
 inline constexpr std::uint8_t try_mse = 1;
 inline constexpr std::uint8_t try_utp = 2;
@@ -114,8 +126,10 @@ struct session_result {
     std::uint8_t tries = 0;    ///< 1 to max_tries (each fallback adds one)
     /// Each try's mode (try_mse | try_utp bits), the first `tries` entries.
     std::array<std::uint8_t, max_tries> try_modes{};
-    /// Why the MSE exchange failed; such failures are reported as handshake_failed (the
-    /// failure enum is full, see core/api/failure.hpp).
+    /// Each try's failure, the first `tries` entries (the last one is `failure`).
+    std::array<session_failure, max_tries> try_failures{};
+    /// Why the MSE exchange failed on the protocol (the failure is then encryption_failed;
+    /// none when the peer closed during the exchange, also encryption_failed).
     metadata::mse::mse_error mse_error = metadata::mse::mse_error::none;
 
     bool ok() const noexcept { return failure == session_failure::none; }

@@ -38,7 +38,8 @@ void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept { c.fetch
 
 // Timeouts and refused connections are what the failure cache is for (seed: only these).
 bool cacheable(failure_class c) noexcept {
-    return c == failure_class::connect_refused || c == failure_class::connect_timeout || c == failure_class::timeout;
+    return c == failure_class::connect_refused || c == failure_class::connect_timeout || c == failure_class::timeout ||
+           c == failure_class::utp_timeout;
 }
 
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
@@ -469,13 +470,19 @@ void pipeline::impl::count_tries(const session_result& r) {
         }
         bump(c.encryption_tries[enc]);
         bump(c.transport_tries[tr]);
+        bump(c.session_tries[tr][enc]);
         const bool last = t + 1 == r.tries;
+        const failure_class f = last ? r.failure : r.try_failures[t];
         if (last && r.ok()) {
             bump(c.encryption_successes[enc]);
             bump(c.transport_successes[tr]);
-        } else if (!last || r.failure != failure_class::cancelled) {
+            // The stream that served: plaintext, or MSE with its select (plaintext or RC4).
+            const std::size_t served = enc == 0 ? 0 : (r.encryption == api::stream_encryption::rc4 ? 2 : 1);
+            bump(c.session_successes[tr][served]);
+        } else if (f != failure_class::cancelled) {
             bump(c.encryption_failures[enc]);
             bump(c.transport_failures[tr]);
+            bump(c.session_failures[tr][enc][static_cast<std::size_t>(f)]);
         }
     }
     if (mse_changed) bump(c.encryption_fallbacks);

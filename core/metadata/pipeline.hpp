@@ -80,7 +80,7 @@ struct pipeline_counters {
     std::array<std::atomic<std::uint64_t>, 2> encryption_successes{};
     std::array<std::atomic<std::uint64_t>, 2> encryption_failures{};
     std::atomic<std::uint64_t> encryption_fallbacks{0}; ///< sessions that tried the other mode
-    std::atomic<std::uint64_t> mse_failures{0};         ///< sessions whose last try failed in the MSE exchange (reported as handshake_failed)
+    std::atomic<std::uint64_t> mse_failures{0};         ///< sessions whose last try's MSE exchange failed on the protocol (an mse_error; encryption_failed)
     std::atomic<std::uint64_t> rc4_sessions{0};         ///< successful sessions whose peer selected RC4
     /// Session tries by transport (0: TCP, 1: uTP), their successes and failures, counted
     /// like the encryption ones; a fallback is a session whose later try changed transport.
@@ -88,6 +88,14 @@ struct pipeline_counters {
     std::array<std::atomic<std::uint64_t>, 2> transport_successes{};
     std::array<std::atomic<std::uint64_t>, 2> transport_failures{};
     std::atomic<std::uint64_t> transport_fallbacks{0};
+    /// The same tries crossed, transport x encryption (docs/metrics.md, dhtc_metadata_session_*):
+    /// tries and failures by [transport: 0 TCP, 1 uTP][mode tried: 0 plaintext, 1 MSE],
+    /// failures also by class (the try's own, see session_failure_classes); successes by
+    /// [transport][stream that served: 0 plaintext, 1 MSE with plaintext selected, 2 MSE+RC4].
+    using by_mode = std::array<std::atomic<std::uint64_t>, 2>;
+    std::array<by_mode, 2> session_tries{};
+    std::array<std::array<std::atomic<std::uint64_t>, 3>, 2> session_successes{};
+    std::array<std::array<std::array<std::atomic<std::uint64_t>, failure_class_count>, 2>, 2> session_failures{};
     std::atomic<std::uint64_t> store_done{0};         ///< skipped: the retry store knows it is done
     std::atomic<std::uint64_t> store_busy{0};         ///< skipped: leased elsewhere (or the claim went unanswered)
     std::atomic<std::uint64_t> store_deferred{0};     ///< skipped: dormant and not due (reactivated instead)

@@ -32,6 +32,21 @@ struct migration_dialect {
     std::function<void()> rollback;
 };
 
+// Retry schema v3, one SQL text for SQLite and PostgreSQL (both have the integer bit
+// operators; PostgreSQL's recent_failures is an integer and 20 bits fit): the failure
+// classes after cancelled (encryption_failed, utp_timeout). recent_failures goes from four
+// 4-bit classes to four 5-bit ones (bits 0..19). failure_counts keeps its slots: classes
+// 1..14 where they were; slots 14 and 15 (bits 56..63), once cancelled's and never written
+// (cancelled rounds are released, not recorded), now count the new classes, and are cleared
+// in case anything stale could pass for such a count. Only rows that need it are rewritten.
+inline constexpr const char* retry_v3_failure_packing = R"sql(
+UPDATE retry_hashes SET
+  recent_failures = (recent_failures & 15) | (((recent_failures >> 4) & 15) << 5) |
+                    (((recent_failures >> 8) & 15) << 10) | (((recent_failures >> 12) & 15) << 15),
+  failure_counts = failure_counts & 72057594037927935
+WHERE recent_failures > 15 OR failure_counts < 0 OR failure_counts > 72057594037927935;
+)sql";
+
 /// Brings `component` (letters, digits and '_') to version migrations.size() in one
 /// transaction: creates schema_migrations when missing, runs migrations[found..] in order
 /// (entry i brings the schema to version i + 1; each may hold several statements), and

@@ -16,8 +16,11 @@ std::array<std::uint32_t, api::failure_class_count> default_class_percent() {
     std::array<std::uint32_t, api::failure_class_count> p{};
     p.fill(100);
     // Transient by nature: the peer was away or slow, not wrong. Sooner.
+    // utp_timeout is connect_timeout over uTP. encryption_failed keeps the ladder, like the
+    // handshake_failed it was reported as before: the peer's encryption policy and ours do
+    // not meet, and waiting does not change a configuration.
     for (const auto c : {failure_class::no_peers, failure_class::timeout, failure_class::connect_timeout,
-                         failure_class::connect_refused, failure_class::disconnected})
+                         failure_class::connect_refused, failure_class::disconnected, failure_class::utp_timeout})
         p[static_cast<std::size_t>(c)] = 50;
     // Our side failed, not the peer: the torrent is good and wanted, so try again soon
     // (90 s after the first failure with the default ladder).

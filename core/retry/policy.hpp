@@ -24,7 +24,8 @@ using unix_seconds = std::int64_t;
 std::vector<std::uint32_t> default_ladder_secs();
 
 /// Per-class percentages of the ladder delay (100: the ladder as is). Defaults: the transient
-/// classes (no_peers, every timeout, refused connections, disconnects) 50%; hash_mismatch
+/// classes (no_peers, every timeout including utp_timeout, refused connections, disconnects)
+/// 50%; encryption_failed 100% like handshake_failed; hash_mismatch
 /// 100% the first time and `repeated_mismatch_percent` once mismatches came from two or more
 /// rounds (each round's mismatch names one source, so that is "several sources").
 std::array<std::uint32_t, api::failure_class_count> default_class_percent();

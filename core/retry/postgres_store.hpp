@@ -18,6 +18,6 @@ std::unique_ptr<backend> open_postgres(const std::string& conninfo);
 /// Checks a connection string's syntax without connecting: empty when usable, else why not.
 std::string check_postgres_conninfo(const std::string& conninfo);
 
-inline constexpr int postgres_schema_version = 2;
+inline constexpr int postgres_schema_version = 3;
 
 } // namespace dhtc::retry

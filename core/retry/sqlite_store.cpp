@@ -38,7 +38,10 @@ constexpr const char* schema_v2 = R"sql(
 CREATE TABLE dht_routing (owner TEXT PRIMARY KEY, saved_at INTEGER NOT NULL, nodes BLOB NOT NULL);
 )sql";
 
-constexpr const char* migrations[] = {schema_v1, schema_v2};
+// v3: the failure classes after cancelled (migrations.hpp, retry_v3_failure_packing).
+constexpr const char* schema_v3 = retry_v3_failure_packing;
+
+constexpr const char* migrations[] = {schema_v1, schema_v2, schema_v3};
 static_assert(std::size(migrations) == sqlite_schema_version);
 
 constexpr const char* columns =

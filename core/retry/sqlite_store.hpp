@@ -17,6 +17,6 @@ namespace dhtc::retry {
 std::unique_ptr<backend> open_sqlite(const std::string& path, unsigned busy_timeout_millis = 5000);
 
 /// The schema version this build writes (a newer one in the file is refused).
-inline constexpr int sqlite_schema_version = 2;
+inline constexpr int sqlite_schema_version = 3;
 
 } // namespace dhtc::retry

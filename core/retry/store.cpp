@@ -9,6 +9,25 @@ using api::failure_class;
 namespace {
 constexpr unsigned count_bits = 4;
 constexpr std::uint64_t count_max = (1u << count_bits) - 1;
+constexpr unsigned recent_bits = 5;
+constexpr std::uint32_t recent_mask = (1u << recent_bits) - 1;
+static_assert(api::failure_class_count - 1 <= recent_mask, "a recent class is 5 bits");
+static_assert(recent_bits * retry_row::recent_kept <= 31, "recent_failures fits PostgreSQL's integer");
+
+// Counter slot s sits at bits [s * 4, s * 4 + 4) of failure_counts. Classes 1..14 keep the
+// slots they always had (class i at slot i - 1); cancelled, never a recorded failure (a
+// cancelled round is released, not failed), has none, which frees slots 14 and 15 for the
+// classes after it. 64 bits hold 16 slots.
+constexpr unsigned no_slot = 64;
+constexpr unsigned counter_slot(failure_class c) noexcept {
+    const auto i = static_cast<unsigned>(c);
+    if (c == failure_class::none || c == failure_class::cancelled || i >= api::failure_class_count) return no_slot;
+    return i < static_cast<unsigned>(failure_class::cancelled) ? i - 1 : i - 2;
+}
+static_assert(counter_slot(failure_class::sink_failed) == 13);
+static_assert(counter_slot(failure_class::encryption_failed) == 14);
+static_assert(counter_slot(failure_class::utp_timeout) == 15);
+static_assert(api::failure_class_count - 2 <= 16, "16 four-bit counter slots in 64 bits");
 } // namespace
 
 std::string_view to_string(hash_state s) noexcept {
@@ -32,23 +51,24 @@ std::string_view to_string(claim_result r) noexcept {
 }
 
 std::uint32_t retry_row::failures(failure_class c) const noexcept {
-    const auto i = static_cast<unsigned>(c);
-    if (i == 0 || i >= api::failure_class_count) return 0;
-    return static_cast<std::uint32_t>((failure_counts >> ((i - 1) * count_bits)) & count_max);
+    const unsigned slot = counter_slot(c);
+    if (slot == no_slot) return 0;
+    return static_cast<std::uint32_t>((failure_counts >> (slot * count_bits)) & count_max);
 }
 
 void retry_row::add_failure(failure_class c) noexcept {
-    const auto i = static_cast<unsigned>(c);
-    if (i == 0 || i >= api::failure_class_count) return;
-    const unsigned shift = (i - 1) * count_bits;
+    const unsigned slot = counter_slot(c);
+    if (slot == no_slot) return;
+    const unsigned shift = slot * count_bits;
     if (((failure_counts >> shift) & count_max) < count_max) failure_counts += std::uint64_t{1} << shift;
-    recent_failures = ((recent_failures << count_bits) | i) & ((1u << (count_bits * recent_kept)) - 1);
+    recent_failures = ((recent_failures << recent_bits) | static_cast<unsigned>(c)) &
+                      ((1u << (recent_bits * recent_kept)) - 1);
 }
 
 std::vector<failure_class> retry_row::recent() const {
     std::vector<failure_class> out;
     for (std::size_t k = 0; k < recent_kept; ++k) {
-        const unsigned c = (recent_failures >> (k * count_bits)) & count_max;
+        const unsigned c = (recent_failures >> (k * recent_bits)) & recent_mask;
         if (c == 0 || c >= api::failure_class_count) break;
         out.push_back(static_cast<failure_class>(c));
     }
@@ -150,6 +170,11 @@ bool store::observe(const id20& info_hash, std::span<const endpoint> peers, unix
 }
 
 std::optional<retry_row> store::record_failure(const id20& info_hash, failure_class cls, unix_seconds now) {
+    // A cancelled round is no attempt (and has no counter slot): it gives the lease back.
+    if (cls == failure_class::cancelled || cls == failure_class::none) {
+        release(info_hash, now);
+        return std::nullopt;
+    }
     auto row = db_->load(info_hash);
     if (!row || row->state == hash_state::done) return std::nullopt;
     retry_row& r = *row;

@@ -35,9 +35,10 @@ struct store_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/// One info hash, compactly: failure counts are 4-bit saturating counters per class packed
-/// into one integer, the last four failure classes 4 bits each (newest lowest), peers in
-/// compact form.
+/// One info hash, compactly: failure counts are 4-bit saturating counters packed into one
+/// 64-bit integer, one slot per recordable class (counter_slot()), the last four failure
+/// classes 5 bits each by value (newest lowest; schema v3, 4 bits before), peers in compact
+/// form.
 struct retry_row {
     static constexpr std::size_t max_peers = 3;
     static constexpr std::size_t recent_kept = 4;
@@ -55,7 +56,8 @@ struct retry_row {
     std::vector<endpoint> peers; ///< freshest first, at most max_peers
 
     std::uint32_t failures(api::failure_class c) const noexcept;
-    /// Counts one more failure of class `c` and pushes it onto the recent ones.
+    /// Counts one more failure of class `c` and pushes it onto the recent ones. A class
+    /// without a counter slot (none, cancelled) is not a failure: nothing changes.
     void add_failure(api::failure_class c) noexcept;
     /// The last failure classes, newest first.
     std::vector<api::failure_class> recent() const;

@@ -3,12 +3,14 @@
 #include <atomic>
 #include <charconv>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <string_view>
 #include <vector>
 
 #include "api/crawler.hpp"
 #include "api/events.hpp"
+#include "metadata/peer_session.hpp"
 
 namespace dhtc::stats {
 namespace {
@@ -138,6 +140,14 @@ public:
     template <class V>
     void counter(path p, std::string_view family, label l, std::string_view help, V value) {
         metric(kind::counter, p, family, l, help, value);
+    }
+    /// A counter with several labels (a crossed view).
+    void counter_by(path p, std::string_view family, std::initializer_list<label> labels, std::string_view help,
+                    std::uint64_t value) {
+        if (prom_ == nullptr)
+            put(p, json(value));
+        else
+            prom_->sample(family, "counter", help, "", labels, value);
     }
     template <class V>
     void gauge(path p, std::string_view family, label l, std::string_view help, V value) {
@@ -547,12 +557,38 @@ void walk(const api::crawler& c, collector& out) {
     for (std::size_t i = 0; i < pcn.transport_tries.size(); ++i)
         tries_by_mode("transport", "transport (TCP or uTP)", i == 0 ? "tcp" : "utp", pcn.transport_tries[i],
                       pcn.transport_successes[i], pcn.transport_failures[i]);
+    // The same tries crossed, transport x encryption: what the real network's mix is.
+    for (std::size_t t = 0; t < api::stream_transport_count; ++t) {
+        const auto tr = api::to_string(static_cast<api::stream_transport>(t));
+        constexpr std::string_view modes[] = {"plaintext", "mse"};
+        for (std::size_t m = 0; m < std::size(modes); ++m) {
+            out.counter_by({"metadata", "sessions", tr, "tries", modes[m]}, "dhtc_metadata_session_tries_total",
+                           {{"transport", tr}, {"encryption", modes[m]}},
+                           "Peer session tries, by transport and the encryption tried (plaintext or MSE).",
+                           load(pcn.session_tries[t][m]));
+            for (const auto cls : metadata::session_failure_classes) {
+                const auto name = api::to_string(cls);
+                out.counter_by({"metadata", "sessions", tr, "failures", modes[m], name},
+                               "dhtc_metadata_session_failures_total",
+                               {{"transport", tr}, {"encryption", modes[m]}, {"class", name}},
+                               "Peer session tries that failed, by transport, the encryption tried and failure class.",
+                               load(pcn.session_failures[t][m][static_cast<std::size_t>(cls)]));
+            }
+        }
+        constexpr std::string_view streams[] = {"plaintext", "mse_plaintext", "mse_rc4"};
+        for (std::size_t s = 0; s < std::size(streams); ++s)
+            out.counter_by({"metadata", "sessions", tr, "successes", streams[s]}, "dhtc_metadata_session_successes_total",
+                           {{"transport", tr}, {"encryption", streams[s]}},
+                           "Peer session tries that completed the metadata, by transport and the stream that served "
+                           "(plaintext, MSE with plaintext selected, MSE with RC4).",
+                           load(pcn.session_successes[t][s]));
+    }
     out.counter({"metadata", "transport", "fallbacks"}, "dhtc_metadata_transport_fallbacks_total", {},
                 "Sessions that fell back from TCP to uTP after a failed try.", load(pcn.transport_fallbacks));
     out.counter({"metadata", "encryption", "fallbacks"}, "dhtc_metadata_encryption_fallbacks_total", {},
                 "Sessions that fell back to the other mode after a failed first try.", load(pcn.encryption_fallbacks));
     out.counter({"metadata", "encryption", "mse_failures"}, "dhtc_metadata_encryption_mse_failures_total", {},
-                "Sessions whose last try failed in the MSE exchange (counted as handshake_failed).",
+                "Sessions whose last try's MSE exchange failed on the protocol (counted as encryption_failed).",
                 load(pcn.mse_failures));
     out.counter({"metadata", "encryption", "rc4_sessions"}, "dhtc_metadata_encryption_rc4_sessions_total", {},
                 "Successful sessions whose peer selected RC4.", load(pcn.rc4_sessions));

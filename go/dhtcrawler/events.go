@@ -67,16 +67,44 @@ type Completion struct {
 	// Outcome: "accepted", "fetch_failed", "delivery_rejected", "sink_failed" (the torrent
 	// was answered AnswerRetry: not recorded done, fetched again) or "cancelled".
 	Outcome string `json:"outcome"`
-	// Failure is the class of the last attempt for "fetch_failed" ("timeout",
-	// "connect_refused", ...); "" otherwise.
+	// Failure is the class of the last attempt for "fetch_failed" (one of the Failure*
+	// constants, or a class a later library adds); "" otherwise.
 	Failure  string `json:"failure"`
 	Attempts int    `json:"attempts"`
 	Peer     string `json:"peer"`
+	// Encryption ("plaintext" or "rc4") and Transport ("tcp" or "utp") name the stream
+	// that served the metadata, with Peer; "" without a peer.
+	Encryption string `json:"encryption"`
+	Transport  string `json:"transport"`
 	// Round counts the failed rounds before this one (with a retry store; 0 without).
 	Round int `json:"round"`
 	// JSON is the whole event envelope.
 	JSON json.RawMessage `json:"-"`
 }
+
+// The failure classes of Completion.Failure and Retry.Failure (docs/events.md).
+const (
+	FailureConnectRefused     = "connect_refused"
+	FailureConnectTimeout     = "connect_timeout"
+	FailureHandshakeFailed    = "handshake_failed"
+	FailureNoExtensionSupport = "no_extension_support"
+	FailureNoMetadataSupport  = "no_metadata_support"
+	FailureRejected           = "rejected"
+	FailureTimeout            = "timeout"
+	FailureSizeLimit          = "size_limit"
+	FailureHashMismatch       = "hash_mismatch"
+	FailureParseError         = "parse_error"
+	FailureNoPeers            = "no_peers"
+	FailureProtocolError      = "protocol_error"
+	FailureDisconnected       = "disconnected"
+	FailureSinkFailed         = "sink_failed"
+	FailureCancelled          = "cancelled"
+	// FailureEncryptionFailed: the MSE/PE exchange failed (no common method, no VC, the
+	// peer closed it, RC4 unavailable).
+	FailureEncryptionFailed = "encryption_failed"
+	// FailureUTPTimeout: the peer went silent on uTP (SYN or data unanswered).
+	FailureUTPTimeout = "utp_timeout"
+)
 
 // Retry is what the retry store made of a round, after it committed it (only with a
 // retry store; docs/events.md).

@@ -15,6 +15,12 @@ func TestDecodeEveryEventType(t *testing.T) {
 		{`{"type":"gate","schema":1,"id":7,"info_hash":"aa"}`, Gate{ID: 7, InfoHash: "aa"}},
 		{`{"type":"completion","schema":1,"info_hash":"aa","outcome":"sink_failed","failure":null,"attempts":1,"peer":"1.2.3.4:1","round":2}`,
 			Completion{InfoHash: "aa", Outcome: "sink_failed", Attempts: 1, Peer: "1.2.3.4:1", Round: 2}},
+		{`{"type":"completion","schema":1,"info_hash":"aa","outcome":"accepted","failure":null,"attempts":1,"peer":"1.2.3.4:1","encryption":"rc4","transport":"utp","round":0}`,
+			Completion{InfoHash: "aa", Outcome: "accepted", Attempts: 1, Peer: "1.2.3.4:1", Encryption: "rc4", Transport: "utp"}},
+		{`{"type":"completion","schema":1,"info_hash":"aa","outcome":"fetch_failed","failure":"utp_timeout","attempts":3,"peer":null,"encryption":null,"transport":null,"round":0}`,
+			Completion{InfoHash: "aa", Outcome: "fetch_failed", Failure: FailureUTPTimeout, Attempts: 3}},
+		{`{"type":"retry","schema":1,"info_hash":"aa","state":"dormant","attempts":1,"failure":"encryption_failed","next_retry_at":1767312000}`,
+			Retry{InfoHash: "aa", State: "dormant", Attempts: 1, Failure: FailureEncryptionFailed, NextRetryAt: time.Unix(1767312000, 0).UTC()}},
 		{`{"type":"retry","schema":1,"info_hash":"aa","state":"dormant","attempts":2,"failure":"no_peers","next_retry_at":1767312000}`,
 			Retry{InfoHash: "aa", State: "dormant", Attempts: 2, Failure: "no_peers", NextRetryAt: time.Unix(1767312000, 0).UTC()}},
 		{`{"type":"retry","schema":1,"info_hash":"aa","state":"done","attempts":0,"failure":null,"next_retry_at":null}`,
@@ -35,9 +41,10 @@ func TestDecodeEveryEventType(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.doc, got, want)
 		}
 	}
-	ev, err := decodeEvent(`{"type":"torrent","schema":1,"id":8,"torrent":{"schema":1,"info_hash":"bb","name":"x"}}`, []byte("d4:name1:xe"))
+	ev, err := decodeEvent(`{"type":"torrent","schema":1,"id":8,"torrent":{"schema":1,"info_hash":"bb","name":"x","encryption":"plaintext","transport":"tcp"}}`, []byte("d4:name1:xe"))
 	te, ok := ev.(*TorrentEvent)
-	if err != nil || !ok || te.ID != 8 || te.Torrent.InfoHash != "bb" || string(te.Torrent.Info) != "d4:name1:xe" {
+	if err != nil || !ok || te.ID != 8 || te.Torrent.InfoHash != "bb" || string(te.Torrent.Info) != "d4:name1:xe" ||
+		te.Torrent.Encryption != "plaintext" || te.Torrent.Transport != "tcp" {
 		t.Errorf("torrent event: %+v, %v", ev, err)
 	}
 }

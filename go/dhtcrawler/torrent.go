@@ -24,6 +24,10 @@ type Torrent struct {
 	Peer string `json:"peer"`
 	// DiscoveredAt is when the metadata was verified (UTC, whole seconds).
 	DiscoveredAt time.Time `json:"discovered_at"`
+	// Encryption ("plaintext" or "rc4") and Transport ("tcp" or "utp"): the stream that
+	// served the metadata.
+	Encryption string `json:"encryption"`
+	Transport  string `json:"transport"`
 
 	// JSON is the torrent JSON document exactly as the library produced it.
 	JSON json.RawMessage `json:"-"`

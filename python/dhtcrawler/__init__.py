@@ -19,8 +19,8 @@ and JSON lines) and the ``dhtcrawler`` command.
 from . import _native
 from ._crawler import CLOSE_TIMEOUT, Crawler, default_options
 from ._errors import BindError, CloseTimeoutError, DhtcError, OptionsError, StateError, StoreError
-from ._types import (Answer, Completion, Error, Event, GateRequest, Observation, Retry, Scrape, Torrent, TorrentFile,
-                     TorrentRequest)
+from ._types import (FAILURE_CLASSES, Answer, Completion, Error, Event, GateRequest, Observation, Retry, Scrape, Torrent,
+                     TorrentFile, TorrentRequest)
 
 __version__: str = _native.version()
 ABI_VERSION: int = _native.abi_version()
@@ -30,7 +30,7 @@ if ABI_VERSION != _native.ABI_VERSION:  # a library from another build next to t
 
 __all__ = [
     "Crawler", "default_options", "CLOSE_TIMEOUT", "Answer", "Torrent", "TorrentFile", "Completion", "Retry",
-    "Observation", "Scrape", "Error", "Event", "GateRequest", "TorrentRequest",
+    "Observation", "Scrape", "Error", "Event", "GateRequest", "TorrentRequest", "FAILURE_CLASSES",
     "DhtcError", "OptionsError", "BindError", "StateError", "StoreError", "CloseTimeoutError", "__version__",
     "ABI_VERSION",
 ]

@@ -64,6 +64,9 @@ class Torrent:
     files: Tuple[TorrentFile, ...]
     peer: Optional[str] = None
     discovered_at: Optional[datetime] = None
+    #: The stream that served it: "plaintext" or "rc4" (MSE), and "tcp" or "utp".
+    encryption: Optional[str] = None
+    transport: Optional[str] = None
     schema: int = 1
     info: bytes = field(default=b"", repr=False, compare=False)
     json: str = field(default="", repr=False, compare=False)
@@ -71,7 +74,7 @@ class Torrent:
 
     _KNOWN = frozenset(("schema", "info_hash", "info_hash_v1", "info_hash_v2", "version", "name",
                         "total_size", "num_files", "piece_length", "private", "files", "peer",
-                        "discovered_at"))
+                        "discovered_at", "encryption", "transport"))
 
     @classmethod
     def from_json(cls, text: str, info: bytes = b"") -> "Torrent":
@@ -92,6 +95,8 @@ class Torrent:
             files=tuple(TorrentFile(f["path"], int(f["size"])) for f in doc["files"]),
             peer=doc.get("peer"),
             discovered_at=_parse_time(doc.get("discovered_at")),
+            encryption=doc.get("encryption"),
+            transport=doc.get("transport"),
             schema=int(doc.get("schema", 1)),
             info=info,
             json=text,
@@ -118,16 +123,31 @@ class Torrent:
             doc["peer"] = self.peer
         if self.discovered_at is not None:
             doc["discovered_at"] = self.discovered_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.encryption is not None:
+            doc["encryption"] = self.encryption
+        if self.transport is not None:
+            doc["transport"] = self.transport
         doc.update(self.extra)
         return doc
+
+
+#: The failure classes of completions and retry events (docs/events.md), in the library's
+#: order; encryption_failed (the MSE exchange failed) and utp_timeout (the peer went silent
+#: on uTP) came with MSE and uTP. A later library may add more.
+FAILURE_CLASSES = ("connect_refused", "connect_timeout", "handshake_failed", "no_extension_support",
+                   "no_metadata_support", "rejected", "timeout", "size_limit", "hash_mismatch",
+                   "parse_error", "no_peers", "protocol_error", "disconnected", "sink_failed",
+                   "cancelled", "encryption_failed", "utp_timeout")
 
 
 @dataclass(frozen=True)
 class Completion:
     """One per gated round: ``outcome`` is accepted, fetch_failed, delivery_rejected,
     sink_failed (answered :attr:`Answer.RETRY`: fetched again later) or cancelled; outcomes
-    a later library adds come through as they are. ``round``: with a retry store, the failed
-    rounds before this one."""
+    a later library adds come through as they are. ``failure`` (fetch_failed only) is one of
+    :data:`FAILURE_CLASSES` or a class a later library adds. ``round``: with a retry store,
+    the failed rounds before this one. ``encryption`` ("plaintext" or "rc4") and
+    ``transport`` ("tcp" or "utp"): the stream that served the metadata, with ``peer``."""
 
     info_hash: str
     outcome: str
@@ -135,9 +155,12 @@ class Completion:
     attempts: int
     peer: Optional[str]
     round: int = 0
+    encryption: Optional[str] = None
+    transport: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    _KNOWN = frozenset(("type", "schema", "info_hash", "outcome", "failure", "attempts", "peer", "round"))
+    _KNOWN = frozenset(("type", "schema", "info_hash", "outcome", "failure", "attempts", "peer", "round",
+                        "encryption", "transport"))
 
     @classmethod
     def from_json(cls, text: str) -> "Completion":
@@ -148,6 +171,7 @@ class Completion:
     def from_doc(cls, doc: Dict[str, Any]) -> "Completion":
         return cls(str(doc.get("info_hash", "")), str(doc.get("outcome", "")), doc.get("failure"),
                    _int(doc.get("attempts")), doc.get("peer"), _int(doc.get("round")),
+                   doc.get("encryption"), doc.get("transport"),
                    {k: v for k, v in doc.items() if k not in cls._KNOWN})
 
 

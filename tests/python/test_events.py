@@ -55,6 +55,23 @@ def test_completion_keeps_outcome_round_and_unknown_fields():
     assert (c.outcome, c.attempts, c.round, c.extra) == ("sink_failed", 2, 3, {"later": True})
 
 
+def test_completion_and_torrent_carry_transport_and_encryption():
+    c = Completion.from_json('{"type":"completion","schema":1,"info_hash":"' + "cd" * 20 + '","outcome":"accepted",'
+                             '"failure":null,"attempts":1,"peer":"127.0.0.1:9","encryption":"rc4",'
+                             '"transport":"utp","round":0}')
+    assert (c.encryption, c.transport, c.extra) == ("rc4", "utp", {})
+    failed = Completion.from_json('{"type":"completion","outcome":"fetch_failed","failure":"utp_timeout",'
+                                  '"peer":null,"encryption":null,"transport":null}')
+    assert (failed.failure, failed.encryption, failed.transport) == ("utp_timeout", None, None)
+    assert {"encryption_failed", "utp_timeout", "cancelled"} <= set(dhtcrawler.FAILURE_CLASSES)
+    assert dhtcrawler.FAILURE_CLASSES.index("encryption_failed") == 15  # the library's order, none left out
+    t = dhtcrawler.Torrent.from_json('{"schema":1,"info_hash":"' + "cd" * 20 + '","info_hash_v1":null,'
+                                     '"info_hash_v2":null,"version":"v1","name":"n","total_size":1,"num_files":1,'
+                                     '"piece_length":16384,"private":false,"files":[{"path":"n","size":1}],'
+                                     '"peer":"127.0.0.1:9","encryption":"plaintext","transport":"tcp"}')
+    assert (t.encryption, t.transport, t.extra) == ("plaintext", "tcp", {})
+
+
 def test_retry_from_json():
     r = Retry.from_json('{"type":"retry","schema":1,"info_hash":"' + "ef" * 20 + '","state":"dormant","attempts":2,'
                         '"failure":"no_peers","next_retry_at":1767312000}')
@@ -153,6 +170,11 @@ def test_polling_returns_typed_events_and_takes_answers(tmp_path, metadata_peer,
     kinds = [type(e).__name__ for e in seen]
     assert "GateRequest" in kinds and "TorrentRequest" in kinds, kinds
     assert [e.outcome for e in seen if isinstance(e, Completion)] == ["accepted"], seen
+    # The loopback peer speaks plaintext TCP: both forms say so, typed.
+    done = [e for e in seen if isinstance(e, Completion)][0]
+    assert (done.encryption, done.transport) == ("plaintext", "tcp"), done
+    served = [e.torrent for e in seen if isinstance(e, dhtcrawler.TorrentRequest)][0]
+    assert (served.encryption, served.transport) == ("plaintext", "tcp"), served
     assert [(e.state, e.info_hash) for e in seen if isinstance(e, Retry)] == [("done", key.hex())], seen
     assert all(not isinstance(e, (dhtcrawler.GateRequest, dhtcrawler.TorrentRequest)) for e in rest)
 

@@ -99,7 +99,8 @@ const char* const custom_document = R"({
       "reactivation_percent": 25, "reactivation_min_secs": 30, "max_priority": 50, "lookup_wait_secs": 7,
       "class_percent": {"connect_refused": 40, "connect_timeout": 41, "handshake_failed": 42,
         "no_extension_support": 43, "no_metadata_support": 44, "rejected": 45, "timeout": 46, "size_limit": 47,
-        "hash_mismatch": 48, "parse_error": 49, "no_peers": 20, "protocol_error": 51, "disconnected": 52, "sink_failed": 5}
+        "hash_mismatch": 48, "parse_error": 49, "no_peers": 20, "protocol_error": 51, "disconnected": 52, "sink_failed": 5,
+        "encryption_failed": 53, "utp_timeout": 54}
     }
   },
   "metadata": {
@@ -215,7 +216,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 98);
+    CHECK(default_leaves().size() == 100);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
     CHECK(at_path(doc, "metadata.transports") == "tcp");
 
@@ -256,6 +257,8 @@ TEST_CASE("every key lands in its field") {
     CHECK(o.retry.policy.lookup_wait_secs == 7);
     CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::api::failure_class::no_peers)] == 20);
     CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::api::failure_class::disconnected)] == 52);
+    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::api::failure_class::encryption_failed)] == 53);
+    CHECK(o.retry.policy.class_percent[static_cast<std::size_t>(dhtc::api::failure_class::utp_timeout)] == 54);
     // Derived: outgoing metadata TCP follows a pinned bind_v4.
     REQUIRE(o.metadata.bind_v4.has_value());
     CHECK(o.metadata.bind_v4->to_string() == "192.0.2.7");

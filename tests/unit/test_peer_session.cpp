@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -16,9 +17,12 @@
 #include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "metadata/hashing.hpp"
 #include "metadata/peer_session.hpp"
 #include "metadata/utp_stream.hpp"
 #include "support/fake_peer.hpp"
@@ -645,7 +649,12 @@ TEST_CASE("MSE/PE: every policy against every peer encryption") {
             CHECK(src.bytes() == info);
             CHECK(r.encryption == w.stream);
             CHECK(r.pieces_received == 3);
+        } else if (w.policy == encryption_policy::require) {
+            // The plaintext-only peer closed our MSE exchange.
+            CHECK(r.failure == session_failure::encryption_failed);
+            CHECK(r.mse_error == dhtc::metadata::mse::mse_error::none);
         } else {
+            // A plaintext handshake the peer closed: PE forced, or no torrent, look alike.
             check_failure(r, session_failure::handshake_failed, wire_error::short_handshake);
         }
     }
@@ -654,7 +663,7 @@ TEST_CASE("MSE/PE: every policy against every peer encryption") {
 TEST_CASE("MSE: a peer that closes during the exchange falls back once within the deadline") {
     using dhtc::metadata::encryption_policy;
     const std::string info = make_info_dict(1000);
-    // A peer that drops MSE (plaintext only) under require: one try, handshake_failed.
+    // A peer that drops MSE (plaintext only) under require: one try, encryption_failed.
     peer_script script;
     fake_peer fp(info, script);
     simple_piece_source src;
@@ -663,8 +672,39 @@ TEST_CASE("MSE: a peer that closes during the exchange falls back once within th
     const session_result r = run_one(req, src);
     CHECK(r.tries == 1);
     CHECK(r.used_mse);
-    CHECK(r.failure == session_failure::handshake_failed);
+    CHECK(r.failure == session_failure::encryption_failed);
     CHECK(fp.conversations().size() == 1);
+}
+
+TEST_CASE("MSE: a peer whose bytes hold no VC fails encryption_failed with the cause") {
+    using dhtc::metadata::encryption_policy;
+    // A peer that answers our key with bytes that never hold the VC, then keeps the
+    // connection open: the exchange fails on the pad window, not on the deadline.
+    asio::io_context peer_io;
+    asio::ip::tcp::acceptor acceptor(peer_io, {asio::ip::make_address_v4("127.0.0.1"), 0});
+    std::thread peer([&] {
+        std::error_code ec;
+        asio::ip::tcp::socket s(peer_io);
+        acceptor.accept(s, ec);
+        if (ec) return;
+        const std::string noise(1500, '\x5a');
+        asio::write(s, asio::buffer(noise), ec);
+        char sink[4096];
+        while (!ec) s.read_some(asio::buffer(sink), ec); // until the session drops it
+    });
+    session_request req;
+    req.info_hash = dhtc::metadata::sha1_id(make_info_dict(500));
+    req.peer = dhtc::endpoint{dhtc::ip_address::v4(0x7f000001u), acceptor.local_endpoint().port()};
+    req.peer_id = next_peer_id();
+    req.deadline = clock_type::now() + 5000ms;
+    req.encryption = encryption_policy::require; // no fallback: one try
+    simple_piece_source src;
+    const session_result r = run_one(req, src);
+    peer.join();
+    CHECK(r.tries == 1);
+    CHECK(r.failure == session_failure::encryption_failed);
+    CHECK(r.try_failures[0] == session_failure::encryption_failed);
+    CHECK(r.mse_error == dhtc::metadata::mse::mse_error::vc_not_found);
 }
 
 TEST_CASE("transports both: a refused TCP connect falls back to uTP once, inside the deadline") {
@@ -687,7 +727,7 @@ TEST_CASE("transports both: a refused TCP connect falls back to uTP once, inside
     CHECK(out->try_modes[0] == 0);
     CHECK(out->try_modes[1] == dhtc::metadata::try_utp);
     CHECK(out->transport == dhtc::api::stream_transport::utp);
-    CHECK(out->failure == session_failure::connect_timeout); // the SYNs went unanswered
+    CHECK(out->failure == session_failure::utp_timeout); // the SYNs went unanswered
     CHECK(out->elapsed < 1500ms + slack);
     CHECK(src.releases_of(7) == 1);
     CHECK(req.utp->mux_stats().connections_opened == 1);
@@ -696,6 +736,12 @@ TEST_CASE("transports both: a refused TCP connect falls back to uTP once, inside
 TEST_CASE("failure names are stable") {
     CHECK(dhtc::api::to_string(session_failure::connect_timeout) == "connect_timeout");
     CHECK(dhtc::api::to_string(session_failure::cancelled) == "cancelled");
+    CHECK(dhtc::api::to_string(session_failure::encryption_failed) == "encryption_failed");
+    CHECK(dhtc::api::to_string(session_failure::utp_timeout) == "utp_timeout");
+    // Appended: the stored values of the older classes never change.
+    CHECK(static_cast<int>(session_failure::cancelled) == 15);
+    CHECK(static_cast<int>(session_failure::encryption_failed) == 16);
+    CHECK(static_cast<int>(session_failure::utp_timeout) == 17);
 }
 
 } // TEST_SUITE

@@ -170,6 +170,31 @@ TEST_CASE("a served info dict is verified, parsed, delivered once and completed 
     CHECK(r.a.gated.size() == 1);
 }
 
+TEST_CASE("tries by transport x encryption: a peer forcing RC4 under prefer_plaintext") {
+    test::peer_script script;
+    script.encryption = test::peer_encryption::forced_rc4;
+    test::fake_peer peer(fixture("v1_multi"), script);
+    rig r; // prefer_plaintext: the plaintext try is closed, the MSE one is served over RC4
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.stop();
+    REQUIRE(r.a.completions.size() == 1);
+    CHECK(r.a.completions[0].result == api::outcome::accepted);
+    CHECK(r.a.completions[0].encryption == api::stream_encryption::rc4);
+    CHECK(r.a.completions[0].transport == api::stream_transport::tcp);
+    const auto& c = r.pipe.counters();
+    constexpr std::size_t tcp = 0, utp = 1, plaintext = 0, mse = 1, mse_rc4 = 2;
+    const auto closed = static_cast<std::size_t>(api::failure_class::handshake_failed);
+    CHECK(c.session_tries[tcp][plaintext].load() == 1);
+    CHECK(c.session_failures[tcp][plaintext][closed].load() == 1); // the fallen-back try keeps its class
+    CHECK(c.session_tries[tcp][mse].load() == 1);
+    CHECK(c.session_successes[tcp][mse_rc4].load() == 1);
+    CHECK(c.session_successes[tcp][plaintext].load() == 0);
+    CHECK(c.session_tries[utp][plaintext].load() + c.session_tries[utp][mse].load() == 0);
+    CHECK(c.encryption_fallbacks.load() == 1);
+    CHECK(c.attempt_failures[closed].load() == 0); // the attempt itself succeeded
+}
+
 TEST_CASE("the gate decides before any connection; a rejected hash produces nothing") {
     test::fake_peer peer(fixture("v1_single"));
     rig r;

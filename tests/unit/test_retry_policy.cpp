@@ -54,6 +54,9 @@ TEST_CASE("per-class shapes: transient failures sooner, repeated mismatches late
     CHECK(d(fc::connect_timeout) == 14400);
     CHECK(d(fc::connect_refused) == 14400);
     CHECK(d(fc::disconnected) == 14400);
+    CHECK(d(fc::utp_timeout) == 14400);       // connect_timeout over uTP
+    CHECK(d(fc::encryption_failed) == 28800); // like handshake_failed: configurations do not heal
+    CHECK(d(fc::handshake_failed) == 28800);
     CHECK(d(fc::no_metadata_support) == 28800);
     CHECK(d(fc::hash_mismatch, 1) == 28800);  // one source lied once: the ladder
     CHECK(d(fc::hash_mismatch, 2) == 115200); // repeated: 4x

@@ -139,6 +139,35 @@ void run_suite(const backend_factory& make, bool shared) {
         CHECK(third->next_retry_at == t0 + 9000 + 4 * 28800);
     }
 
+    SUBCASE("the classes after cancelled are counted and kept recent, beside the older ones") {
+        tx(*a, [&] { a->claim(hash_of(3), p1, t0); });
+        unix_seconds now = t0;
+        for (const fc c : {fc::sink_failed, fc::encryption_failed, fc::utp_timeout, fc::utp_timeout, fc::timeout}) {
+            now += 100'000'000; // always due again
+            tx(*a, [&] { a->lease_due(10, now); });
+            REQUIRE(tx(*a, [&] { return a->record_failure(hash_of(3), c, now); }));
+        }
+        const auto r = row_of(*a, hash_of(3));
+        REQUIRE(r);
+        CHECK(r->attempts == 5);
+        CHECK(r->failures(fc::sink_failed) == 1);
+        CHECK(r->failures(fc::encryption_failed) == 1);
+        CHECK(r->failures(fc::utp_timeout) == 2);
+        CHECK(r->failures(fc::timeout) == 1);
+        CHECK(r->recent() == std::vector<fc>{fc::timeout, fc::utp_timeout, fc::utp_timeout, fc::encryption_failed});
+        // A cancelled round is no attempt: the lease goes back, nothing is counted.
+        now += 100'000'000;
+        tx(*a, [&] { a->lease_due(10, now); });
+        CHECK_FALSE(tx(*a, [&] { return a->record_failure(hash_of(3), fc::cancelled, now); }));
+        const auto after = row_of(*a, hash_of(3));
+        REQUIRE(after);
+        CHECK(after->attempts == 5);
+        CHECK(after->state == hash_state::dormant);
+        CHECK(after->lease_owner.empty());
+        CHECK(after->failure_counts == r->failure_counts);
+        CHECK(after->recent_failures == r->recent_failures);
+    }
+
     SUBCASE("fresh sightings reactivate a dormant hash: closer, higher priority, peers kept") {
         tx(*a, [&] { a->claim(hash_of(3), {}, t0); });
         tx(*a, [&] { a->record_failure(hash_of(3), fc::rejected, t0); }); // due at t0 + 1800
@@ -340,8 +369,26 @@ TEST_CASE("row packing: failure counts saturate, recent classes, compact peers")
     r.add_failure(fc::hash_mismatch);
     CHECK(r.failures(fc::timeout) == 15); // no carry into the neighbour
     CHECK(r.recent() == std::vector<fc>{fc::hash_mismatch, fc::no_peers, fc::timeout, fc::timeout});
-    r.add_failure(fc::disconnected); // the highest class fits too
+    r.add_failure(fc::disconnected);
     CHECK(r.failures(fc::disconnected) == 1);
+    // The classes after cancelled take slots 14 and 15 (bits 56..63), saturating alone.
+    for (int i = 0; i < 20; ++i) r.add_failure(fc::utp_timeout);
+    r.add_failure(fc::encryption_failed);
+    r.add_failure(fc::sink_failed);
+    CHECK(r.failures(fc::utp_timeout) == 15);
+    CHECK(r.failures(fc::encryption_failed) == 1);
+    CHECK(r.failures(fc::sink_failed) == 1);
+    CHECK(r.failures(fc::disconnected) == 1);
+    CHECK((r.failure_counts >> 56) == 0xF1);
+    CHECK(r.recent() == std::vector<fc>{fc::sink_failed, fc::encryption_failed, fc::utp_timeout, fc::utp_timeout});
+    CHECK(r.recent_failures < (1u << 20));
+    // cancelled and none have no slot: not failures, nothing changes.
+    const retry_row before = r;
+    r.add_failure(fc::cancelled);
+    r.add_failure(fc::none);
+    CHECK(r.failure_counts == before.failure_counts);
+    CHECK(r.recent_failures == before.recent_failures);
+    CHECK(r.failures(fc::cancelled) == 0);
 
     const std::vector<endpoint> peers{peer(1), endpoint{*ip_address::parse("2001:db8::1"), 51413}, peer(2)};
     const auto packed = pack_peers(peers);
@@ -424,6 +471,113 @@ TEST_CASE("sqlite schema: versioned under schema_migrations, reopened intact, ne
         CHECK(std::string(e.what()).find("newer") != std::string::npos);
     }
     remove_db(path);
+}
+
+// A retry store as schema v2 left it, written by hand: recent_failures packed 4 bits a class.
+// Row 1: timeout 3, no_peers 2, sink_failed 1, hash_mismatch 1; recent (newest first)
+// hash_mismatch, no_peers, timeout, sink_failed. Row 2: one no_peers, and stale bits where
+// cancelled's counter was (never written by the crawler) that must not pass for a count.
+constexpr std::uint64_t v2_counts = (std::uint64_t{3} << (6 * 4)) | (std::uint64_t{2} << (10 * 4)) |
+                                    (std::uint64_t{1} << (13 * 4)) | (std::uint64_t{1} << (8 * 4));
+constexpr std::uint32_t v2_recent = 9 | (11u << 4) | (7u << 8) | (14u << 12);
+constexpr std::uint64_t v2_stale = (std::uint64_t{1} << (10 * 4)) | (std::uint64_t{5} << 56);
+
+// The tables of schema v2 as each backend created them, and the rows, with the hash as a
+// blob literal of the backend's (`blob_open` hex `blob_close`).
+constexpr const char* sqlite_v2_tables =
+    "CREATE TABLE schema_migrations (component TEXT PRIMARY KEY, version INTEGER NOT NULL);"
+    "CREATE TABLE retry_hashes (info_hash BLOB PRIMARY KEY NOT NULL, state INTEGER NOT NULL, next_retry_at INTEGER "
+    "NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, observations INTEGER NOT NULL, attempts "
+    "INTEGER NOT NULL, priority INTEGER NOT NULL, failure_counts INTEGER NOT NULL, recent_failures INTEGER NOT NULL, "
+    "lease_owner TEXT, peers BLOB) WITHOUT ROWID;"
+    "CREATE INDEX retry_hashes_due ON retry_hashes(state, next_retry_at);"
+    "CREATE TABLE dht_routing (owner TEXT PRIMARY KEY, saved_at INTEGER NOT NULL, nodes BLOB NOT NULL);";
+constexpr const char* postgres_v2_tables =
+    "CREATE TABLE schema_migrations (component TEXT PRIMARY KEY, version INTEGER NOT NULL);"
+    "CREATE TABLE retry_hashes (info_hash bytea PRIMARY KEY, next_retry_at bigint NOT NULL, first_seen bigint NOT "
+    "NULL, last_seen bigint NOT NULL, failure_counts bigint NOT NULL, observations integer NOT NULL, attempts integer "
+    "NOT NULL, priority integer NOT NULL, recent_failures integer NOT NULL, state smallint NOT NULL, lease_owner text, "
+    "peers bytea);"
+    "CREATE INDEX retry_hashes_due ON retry_hashes(state, next_retry_at);"
+    "CREATE TABLE dht_routing (owner text PRIMARY KEY, saved_at bigint NOT NULL, nodes bytea NOT NULL);";
+
+std::string v2_rows(const std::string& blob_open, const std::string& blob_close) {
+    const auto row = [&](unsigned n, std::uint64_t counts, std::uint32_t recent) {
+        return "INSERT INTO retry_hashes (info_hash, state, next_retry_at, first_seen, last_seen, observations, "
+               "attempts, priority, failure_counts, recent_failures) VALUES (" +
+               blob_open + hash_of(n).hex() + blob_close + ", 3, " + std::to_string(t0 + 500) + ", " +
+               std::to_string(t0) + ", " + std::to_string(t0) + ", 1, 4, 0, " +
+               std::to_string(static_cast<std::int64_t>(counts)) + ", " + std::to_string(recent) + ");";
+    };
+    return "INSERT INTO schema_migrations VALUES ('retry', 2);" + row(1, v2_counts, v2_recent) + row(2, v2_stale, 11);
+}
+
+// The rows above, read back through the current layout.
+void check_migrated_v2_rows(store& s) {
+    const auto r = row_of(s, hash_of(1));
+    REQUIRE(r);
+    CHECK(r->state == hash_state::dormant);
+    CHECK(r->attempts == 4);
+    CHECK(r->failures(fc::timeout) == 3);
+    CHECK(r->failures(fc::no_peers) == 2);
+    CHECK(r->failures(fc::sink_failed) == 1);
+    CHECK(r->failures(fc::hash_mismatch) == 1);
+    CHECK(r->failures(fc::encryption_failed) == 0);
+    CHECK(r->failures(fc::utp_timeout) == 0);
+    CHECK(r->failure_counts == v2_counts);
+    CHECK(r->recent() == std::vector<fc>{fc::hash_mismatch, fc::no_peers, fc::timeout, fc::sink_failed});
+    const auto stale = row_of(s, hash_of(2));
+    REQUIRE(stale);
+    CHECK(stale->failures(fc::no_peers) == 1);
+    CHECK(stale->failures(fc::encryption_failed) == 0);
+    CHECK(stale->failures(fc::utp_timeout) == 0);
+    CHECK(stale->recent() == std::vector<fc>{fc::no_peers});
+    // And the migrated row takes the new classes.
+    const auto due = tx(s, [&] { return s.lease_due(10, t0 + 1000); });
+    CHECK(due.size() == 2);
+    const auto next = tx(s, [&] { return s.record_failure(hash_of(1), fc::utp_timeout, t0 + 1000); });
+    REQUIRE(next);
+    CHECK(next->recent() == std::vector<fc>{fc::utp_timeout, fc::hash_mismatch, fc::no_peers, fc::timeout});
+    CHECK(next->failures(fc::timeout) == 3);
+    CHECK(next->failures(fc::utp_timeout) == 1);
+}
+
+TEST_CASE("schema v3: a v2 database migrates its packed failures (SQLite)") {
+    const auto path = temp_path("dhtc-retry-v2");
+    remove_db(path);
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    char* err = nullptr;
+    const std::string sql = std::string(sqlite_v2_tables) + v2_rows("x'", "'");
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    CHECK_MESSAGE(rc == SQLITE_OK, (err ? err : ""));
+    sqlite3_free(err);
+    sqlite3_close(db);
+    {
+        store s(open_sqlite(path), no_jitter(), "a", 60, 1);
+        check_migrated_v2_rows(s);
+    }
+    {
+        store s(open_sqlite(path), no_jitter(), "a", 60, 1); // v3 already: nothing rewritten again
+        const auto r = row_of(s, hash_of(1));
+        REQUIRE(r);
+        CHECK(r->recent() == std::vector<fc>{fc::utp_timeout, fc::hash_mismatch, fc::no_peers, fc::timeout});
+    }
+    remove_db(path);
+}
+
+TEST_CASE("schema v3: a v2 database migrates its packed failures (PostgreSQL)") {
+    const auto base = test::pg_base();
+    REQUIRE_MESSAGE(base, "DHTC_TEST_PG is not set: run tests/run.sh (it starts PostgreSQL) or export "
+                          "DHTC_TEST_PG=$(bash tests/pg/start_pg.sh | tail -1)");
+    const auto conninfo = test::pg_fresh_schema(*base, "retry_v2_" + std::to_string(getpid()));
+    test::pg_query(conninfo, std::string(postgres_v2_tables) + v2_rows("'\\x", "'::bytea"));
+    CHECK(test::pg_query(conninfo, "SELECT recent_failures FROM retry_hashes ORDER BY recent_failures DESC LIMIT 1") ==
+          std::to_string(v2_recent));
+    store s(open_postgres(conninfo), no_jitter(), "a", 60, 1);
+    check_migrated_v2_rows(s);
+    CHECK(test::pg_query(conninfo, "SELECT version FROM schema_migrations WHERE component = 'retry'") ==
+          std::to_string(postgres_schema_version));
 }
 
 TEST_CASE("apply_migrations: forward from the recorded version, one row per component, failures roll back") {

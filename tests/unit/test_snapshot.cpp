@@ -156,7 +156,13 @@ const std::vector<std::string> metadata_keys = {
 const std::vector<std::string> failure_classes = {
     "none", "connect_refused", "connect_timeout", "handshake_failed", "no_extension_support",
     "no_metadata_support", "rejected", "timeout", "size_limit", "hash_mismatch", "parse_error", "no_peers",
-    "protocol_error", "disconnected", "sink_failed", "cancelled"};
+    "protocol_error", "disconnected", "sink_failed", "cancelled", "encryption_failed", "utp_timeout"};
+
+// What a session (one try) ends with: the classes of the crossed transport x encryption view.
+const std::vector<std::string> session_classes = {
+    "connect_refused", "connect_timeout", "utp_timeout", "handshake_failed", "encryption_failed",
+    "no_extension_support", "no_metadata_support", "rejected", "timeout", "size_limit", "protocol_error",
+    "disconnected"};
 
 const std::vector<std::string> outcomes = {"accepted", "fetch_failed", "delivery_rejected", "cancelled",
                                            "sink_failed"};
@@ -212,6 +218,20 @@ void check_observability_shape(const json& j) {
     CHECK(j.at("metadata").at("attempt_failures").size() == failure_classes.size());
     check_uints(j.at("metadata").at("outcomes"), outcomes, "outcomes");
     CHECK(j.at("metadata").at("outcomes").size() == outcomes.size());
+    // transport x encryption: a fixed grid, every cell present.
+    const auto& sessions = j.at("metadata").at("sessions");
+    CHECK(sessions.size() == 2);
+    for (const char* tr : {"tcp", "utp"}) {
+        INFO(tr);
+        const auto& t = sessions.at(tr);
+        check_uints(t.at("tries"), {"plaintext", "mse"}, "tries");
+        check_uints(t.at("successes"), {"plaintext", "mse_plaintext", "mse_rc4"}, "successes");
+        CHECK(t.at("successes").size() == 3);
+        for (const char* mode : {"plaintext", "mse"}) {
+            check_uints(t.at("failures").at(mode), session_classes, "failures");
+            CHECK(t.at("failures").at(mode).size() == session_classes.size());
+        }
+    }
     check_uints(j.at("delivery"), delivery_keys, "delivery");
     check_uints(j.at("drops"), drop_keys, "drops");
     check_histogram_shape(j.at("histograms").at("queue_wait_ms"), 8);
@@ -556,6 +576,14 @@ TEST_CASE("snapshots of an idle crawler: every documented key, valid Prometheus 
     // Labelled series exist even at zero; unbound families have none.
     CHECK(e.at("dhtc_metadata_attempt_failures_total{class=\"timeout\"}") == 0);
     CHECK(e.at("dhtc_metadata_outcomes_total{outcome=\"accepted\"}") == 0);
+    // The checker keys a series by its labels sorted by name.
+    CHECK(e.at("dhtc_metadata_session_tries_total{encryption=\"mse\",transport=\"utp\"}") == 0);
+    CHECK(e.at("dhtc_metadata_session_successes_total{encryption=\"mse_rc4\",transport=\"tcp\"}") == 0);
+    CHECK(e.at("dhtc_metadata_session_failures_total{class=\"utp_timeout\",encryption=\"mse\",transport=\"utp\"}") == 0);
+    std::size_t crossed = 0;
+    for (const auto& [series, v] : e.series)
+        if (series.rfind("dhtc_metadata_session_", 0) == 0) ++crossed;
+    CHECK(crossed == 2 * 2 + 2 * 3 + 2 * 2 * session_classes.size()); // fixed cardinality
     CHECK(e.at("dhtc_drops_total{point=\"hash_ingress\"}") == 0);
     CHECK(e.series.count("dhtc_udp_rx_packets_total{family=\"v4\"}") == 1);
     CHECK(e.series.count("dhtc_udp_rx_packets_total{family=\"v6\"}") == 0);
@@ -650,6 +678,11 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
     CHECK(m.at("attempts") >= 1);
     CHECK(m.at("attempt_failures").at("connect_refused") >= 1);
     CHECK(m.at("outcomes").at("fetch_failed") >= 1);
+    // The crossed view saw the same refused plaintext TCP try.
+    CHECK(m.at("sessions").at("tcp").at("tries").at("plaintext") >= 1);
+    CHECK(m.at("sessions").at("tcp").at("failures").at("plaintext").at("connect_refused") >= 1);
+    CHECK(m.at("sessions").at("tcp").at("successes").at("plaintext") == 0);
+    CHECK(m.at("sessions").at("utp").at("tries").at("plaintext") == 0);
     CHECK(j.at("delivery").at("completions") >= 1);
     // The round's wait in the pending queue was recorded.
     const auto& qw = j.at("histograms").at("queue_wait_ms");
@@ -670,6 +703,18 @@ TEST_CASE("counters follow KRPC traffic and a failed metadata round") {
           s.at("metadata").at("attempt_failures").at("connect_refused").get<double>());
     CHECK(e.at("dhtc_metadata_outcomes_total{outcome=\"fetch_failed\"}") ==
           s.at("metadata").at("outcomes").at("fetch_failed").get<double>());
+    CHECK(e.at("dhtc_metadata_session_failures_total{class=\"connect_refused\",encryption=\"plaintext\",transport=\"tcp\"}") ==
+          s.at("metadata").at("sessions").at("tcp").at("failures").at("plaintext").at("connect_refused").get<double>());
+    CHECK(e.at("dhtc_metadata_session_tries_total{encryption=\"plaintext\",transport=\"tcp\"}") ==
+          s.at("metadata").at("sessions").at("tcp").at("tries").at("plaintext").get<double>());
+    // The grid adds up to the per-dimension counters.
+    const auto& grid = s.at("metadata").at("sessions");
+    CHECK(grid.at("tcp").at("tries").at("plaintext").get<std::uint64_t>() +
+              grid.at("utp").at("tries").at("plaintext").get<std::uint64_t>() ==
+          s.at("metadata").at("encryption").at("plaintext").at("tries").get<std::uint64_t>());
+    CHECK(grid.at("tcp").at("tries").at("plaintext").get<std::uint64_t>() +
+              grid.at("tcp").at("tries").at("mse").get<std::uint64_t>() ==
+          s.at("metadata").at("transport").at("tcp").at("tries").get<std::uint64_t>());
     CHECK(e.at("dhtc_crawl_pool_size") == s.at("crawl").at("pool_size").get<double>());
     CHECK(e.at("dhtc_crawl_query_rate") == s.at("crawl").at("query_rate_millis").get<double>() / 1000.0);
     for (const auto& [point, v] : s.at("drops").items()) {

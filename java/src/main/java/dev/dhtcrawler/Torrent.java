@@ -37,6 +37,8 @@ public final class Torrent {
     private final List<File> files;
     private final String peer;
     private final Instant discoveredAt;
+    private final String encryption;
+    private final String transport;
 
     private Torrent(String json, byte[] info) {
         JsonNode t = Json.tree(json);
@@ -59,6 +61,8 @@ public final class Torrent {
         this.peer = Json.optionalString(t, "peer");
         String at = Json.optionalString(t, "discovered_at");
         this.discoveredAt = at == null ? null : Instant.parse(at);
+        this.encryption = Json.optionalString(t, "encryption");
+        this.transport = Json.optionalString(t, "transport");
     }
 
     /**
@@ -103,6 +107,12 @@ public final class Torrent {
 
     /** When the metadata was verified, when delivered by a crawler. */
     public Optional<Instant> discoveredAt() { return Optional.ofNullable(discoveredAt); }
+
+    /** The stream that served the metadata, {@code plaintext} or {@code rc4} (MSE), when delivered by a crawler. */
+    public Optional<String> encryption() { return Optional.ofNullable(encryption); }
+
+    /** The transport that served the metadata, {@code tcp} or {@code utp}, when delivered by a crawler. */
+    public Optional<String> transport() { return Optional.ofNullable(transport); }
 
     /** The torrent JSON form as the library produced it (it may carry fields newer than this class). */
     public String json() { return json; }

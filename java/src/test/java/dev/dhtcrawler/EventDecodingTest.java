@@ -32,6 +32,19 @@ class EventDecodingTest {
             assertEquals(outcome.equals("accepted"), c.accepted());
             assertEquals(json, c.json());
         }
+        // The stream that served it, typed; null without a serving peer.
+        Completion served = Completion.parse("{\"type\":\"completion\",\"schema\":1,\"info_hash\":\"" + HASH
+                + "\",\"outcome\":\"accepted\",\"failure\":null,\"attempts\":1,\"peer\":\"127.0.0.1:9\","
+                + "\"encryption\":\"rc4\",\"transport\":\"utp\",\"round\":0}");
+        assertEquals("rc4", served.encryption());
+        assertEquals("utp", served.transport());
+        Completion failed = Completion.parse("{\"type\":\"completion\",\"outcome\":\"fetch_failed\",\"failure\":\"utp_timeout\","
+                + "\"peer\":null,\"encryption\":null,\"transport\":null}");
+        assertEquals(FailureClass.UTP_TIMEOUT, failed.failure());
+        assertNull(failed.encryption());
+        assertNull(failed.transport());
+        assertEquals(17, FailureClass.ALL.size());
+        assertEquals(15, FailureClass.ALL.indexOf(FailureClass.ENCRYPTION_FAILED)); // the library's order
         for (String bad : new String[] {"", "{", "null", "[]", "{\"type\":\"completion\"}", "{\"attempts\":\"x\",\"outcome\":3}", null}) {
             Completion c = Completion.parse(bad);
             assertNull(c.outcome());

@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
@@ -178,6 +179,14 @@ class TestnetCrawlTest {
                 errors.toString());
         for (String hash : accepted.keySet()) {
             assertTrue(completions.stream().anyMatch(c -> c.infoHash().equals(hash) && c.accepted()), "no accepted completion for " + hash);
+            // Typed: the stream that served it, on the completion and on the torrent.
+            for (Completion c : completions) {
+                if (!c.infoHash().equals(hash) || !c.accepted()) continue;
+                assertTrue(List.of("plaintext", "rc4").contains(c.encryption()), c.json());
+                assertTrue(List.of("tcp", "utp").contains(c.transport()), c.json());
+                assertEquals(accepted.get(hash).encryption(), Optional.of(c.encryption()), c.json());
+                assertEquals(accepted.get(hash).transport(), Optional.of(c.transport()), c.json());
+            }
         }
         for (Torrent t : accepted.values()) {
             JsonNode entry = byKey.get(t.infoHash());

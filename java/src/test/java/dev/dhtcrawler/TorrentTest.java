@@ -21,7 +21,8 @@ class TorrentTest {
              "version":"hybrid","name":"hybrid \uD83C\uDF0D","total_size":54005,"num_files":4,"piece_length":16384,
              "private":false,"files":[{"path":"dir/three.bin","size":33000},{"path":"dir/two.bin","size":20000},
              {"path":"one.bin","size":1000},{"path":"z_last.txt","size":5}],
-             "peer":"[2001:db8::1]:51413","discovered_at":"2026-12-02T18:00:00Z","a_future_field":[1,2]}""";
+             "peer":"[2001:db8::1]:51413","discovered_at":"2026-12-02T18:00:00Z","encryption":"rc4","transport":"utp",
+             "a_future_field":[1,2]}""";
 
     @Test
     void readsEveryFieldOfTheJsonForm() {
@@ -39,6 +40,8 @@ class TorrentTest {
         assertEquals(4, t.files().size());
         assertEquals(Optional.of("[2001:db8::1]:51413"), t.peer());
         assertEquals(Optional.of(Instant.parse("2026-12-02T18:00:00Z")), t.discoveredAt());
+        assertEquals(Optional.of("rc4"), t.encryption());
+        assertEquals(Optional.of("utp"), t.transport());
         assertEquals(HYBRID, t.json());
         assertTrue(TorrentSchema.errors(t.json()).isEmpty(), TorrentSchema.errors(t.json()).toString());
     }
