@@ -46,6 +46,7 @@ struct options {
     std::uint16_t port = 0;
     std::uint32_t reannounce = 900;
     double churn = 0.1;
+    double replace_per_hour = 0;
     std::uint32_t refresh = 300;
     std::int64_t sample_interval = 60;
     std::size_t max_lookups = 256;
@@ -80,6 +81,8 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
   --port P             UDP port of every node and TCP port of every seeder (default: any free)
   --reannounce SECONDS seeders re-announce every SECONDS +-20% (default 900)
   --churn F            average share of nodes away at any time (default 0.1; 0 = none)
+  --replace-per-hour F share of nodes replaced each hour by a new node (new id, empty
+                       store) at the same address: the real DHT's hourly churn (default 0)
   --refresh SECONDS    mean interval of each node's refresh lookup (default 300)
   --sample-interval S  BEP-51 interval the nodes ask for (default 60)
   --max-lookups N      lookups in flight at once (default 256)
@@ -89,7 +92,8 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
   --block-timeout S    how long a blocked IP is ignored (libtorrent: 300; default 300)
   --nat F              share of nodes behind NAT: they query, but queries to them never
                        arrive, so they never answer and are never in tables (default 0)
-  --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2: the real DHT where it
+  --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2 --replace-per-hour 0.2:
+                       the real DHT where it
                        matters to a crawler (samples are 20 hashes, as always)
   --quiet              no periodic statistics on stderr
   --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
@@ -130,6 +134,7 @@ std::optional<options> parse_args(int argc, char** argv) {
             o.block_rate = 5;
             o.sample_interval = 21600;
             o.nat = 0.2;
+            o.replace_per_hour = 0.2;
             continue;
         }
         if (i + 1 >= argc) {
@@ -154,6 +159,7 @@ std::optional<options> parse_args(int argc, char** argv) {
         else if (a == "--port") ok = parse_number(v, o.port);
         else if (a == "--reannounce") ok = parse_number(v, o.reannounce) && o.reannounce > 0;
         else if (a == "--churn") ok = parse_number(v, o.churn) && o.churn >= 0 && o.churn < 1;
+        else if (a == "--replace-per-hour") ok = parse_number(v, o.replace_per_hour) && o.replace_per_hour >= 0 && o.replace_per_hour <= 1;
         else if (a == "--refresh") ok = parse_number(v, o.refresh) && o.refresh > 0;
         else if (a == "--sample-interval") ok = parse_number(v, o.sample_interval) && o.sample_interval >= 0 && o.sample_interval <= 21600;
         else if (a == "--max-lookups") ok = parse_number(v, o.max_lookups) && o.max_lookups > 0;
@@ -234,6 +240,7 @@ int run(const options& o) {
     no.port = o.port != 0 ? o.port : pick_port(io);
     no.seed = o.seed;
     no.churn = o.churn;
+    no.replace_per_hour = o.replace_per_hour;
     no.refresh = o.refresh;
     no.max_lookups = o.max_lookups;
     no.block_rate = o.block_rate;
@@ -364,11 +371,12 @@ int run(const options& o) {
     }
     std::fprintf(stderr,
                  "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full, blocked=%llu blocks=%llu "
-                 "to_nat=%llu | policies (seeders/connections/full):%s mse=%llu mse_failed=%llu plaintext_refused=%llu "
+                 "to_nat=%llu replaced=%llu | policies (seeders/connections/full):%s mse=%llu mse_failed=%llu plaintext_refused=%llu "
                  "tcp_refused_utp_only=%llu utp_conn=%llu utp_refused=%llu\n",
                  cpu_seconds(), max_rss_kib(), served, torrents.size(),
                  static_cast<unsigned long long>(net.stats().blocked), static_cast<unsigned long long>(net.stats().blocks),
-                 static_cast<unsigned long long>(net.stats().to_nat), by_policy.c_str(),
+                 static_cast<unsigned long long>(net.stats().to_nat),
+                 static_cast<unsigned long long>(net.stats().replaced), by_policy.c_str(),
                  static_cast<unsigned long long>(ss.mse_handshakes), static_cast<unsigned long long>(ss.mse_failures),
                  static_cast<unsigned long long>(ss.plaintext_refused),
                  static_cast<unsigned long long>(ss.tcp_refused_utp_only),

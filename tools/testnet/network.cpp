@@ -76,11 +76,30 @@ void network::seed_tables() {
     }
 }
 
+void network::replace_node(std::uint32_t index) {
+    auto& h = hosts_[node_host_[index]];
+    const bool nat = nodes_[index].behind_nat;
+    const bool online = nodes_[index].online;
+    h.id = dht::bep42_id(ip_address::v4(h.ip), static_cast<std::uint8_t>(rng_() & 0xff), rng_);
+    nodes_[index] = dht_node(h.id, h.ip);
+    nodes_[index].behind_nat = nat;
+    nodes_[index].online = online;
+    const auto port = hub_->port();
+    nodes_[index].table().insert(contact{nodes_[0].id(), nodes_[0].ip(), port}, now());
+    for (int i = 0; i < 8; ++i) {
+        const auto other = rng_.below(nodes_.size());
+        if (other != index) nodes_[index].table().insert(contact{nodes_[other].id(), nodes_[other].ip(), port}, now());
+    }
+    ++stats_.replaced;
+    if (online) lookup(node_host_[index], h.id, false, {});
+}
+
 void network::start() {
     hub_->start();
     schedule(std::chrono::minutes(5), event_kind::rotate_tokens, 0);
     schedule(std::chrono::minutes(1), event_kind::expire_peers, 0);
     if (opt_.churn > 0) schedule(churn_period, event_kind::churn, 0);
+    if (opt_.replace_per_hour > 0) schedule(churn_period, event_kind::replace, 0);
     for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
         // Spread the first refreshes over one period so they do not come in waves.
         schedule(std::chrono::seconds(opt_.refresh / 2 + rng_.below(opt_.refresh + 1)), event_kind::refresh, i);
@@ -428,6 +447,17 @@ void network::run_event(const event& e) {
             schedule(std::chrono::seconds(mean_away / 3 + rng_.below(mean_away * 4 / 3)), event_kind::come_back, idx);
         }
         schedule(churn_period, event_kind::churn, 0);
+        return;
+    }
+    case event_kind::replace: {
+        // The hourly churn of the real DHT: sessions end and others start. A replaced node
+        // comes back at once under a new id, with only its saved contacts and none of the
+        // announces it stored, so what a crawler learned of it goes stale.
+        const double share = opt_.replace_per_hour * std::chrono::duration<double>(churn_period).count() / 3600.0;
+        carry_replacements_ += share * static_cast<double>(nodes_.size() - 1);
+        for (; carry_replacements_ >= 1.0 && nodes_.size() > 1; carry_replacements_ -= 1.0)
+            replace_node(static_cast<std::uint32_t>(1 + rng_.below(nodes_.size() - 1)));
+        schedule(churn_period, event_kind::replace, 0);
         return;
     }
     case event_kind::come_back:

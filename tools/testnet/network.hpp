@@ -30,6 +30,7 @@ struct network_options {
     std::uint16_t port = 0;
     std::uint64_t seed = 1;
     double churn = 0.1;            ///< average share of nodes away at any time
+    double replace_per_hour = 0;   ///< share of nodes replaced each hour by a new node at the same address
     seconds refresh = 300;         ///< mean interval between a node's refresh lookups
     std::size_t max_lookups = 256; ///< lookups in flight at once (the rest wait)
     double block_rate = 0;         ///< libtorrent's blocker: packets/s over 10 s per IP (0: off)
@@ -60,6 +61,7 @@ struct network_stats {
     std::uint64_t blocked = 0;     ///< packets a node's blocker ignored
     std::uint64_t blocks = 0;      ///< times a node started ignoring an IP
     std::uint64_t to_nat = 0;      ///< unsolicited queries that a NAT kept from a node
+    std::uint64_t replaced = 0;    ///< nodes replaced by a new identity (replace_per_hour)
 };
 
 class network {
@@ -142,7 +144,7 @@ private:
         int queries = 0;
         lookup_done done;
     };
-    enum class event_kind : std::uint8_t { refresh, churn, come_back, rotate_tokens, expire_peers };
+    enum class event_kind : std::uint8_t { refresh, churn, come_back, rotate_tokens, expire_peers, replace };
     struct event {
         std::chrono::steady_clock::time_point due;
         event_kind kind;
@@ -162,6 +164,7 @@ private:
     void tick();
     void schedule(std::chrono::steady_clock::duration in, event_kind kind, std::uint32_t index);
     void run_event(const event& e);
+    void replace_node(std::uint32_t index);
     void sweep_timeouts();
 
     asio::io_context& io_;
@@ -197,6 +200,7 @@ private:
     bencode::document doc_;
     std::string out_;
     network_stats stats_;
+    double carry_replacements_ = 0; // replacements owed: a share of a node per period adds up
 };
 
 } // namespace dhtc::testnet
