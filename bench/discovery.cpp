@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     std::lock_guard l(m);
     const auto packets = packets_sent();
     nlohmann::json breakdown{{"replies_sent", obs["dht"]["replies_sent"]}};
-    for (const char* kind : {"queries_find_node", "queries_bootstrap", "queries_sample", "queries_get_peers"})
+    for (const char* kind : {"queries_find_node", "queries_bootstrap", "queries_sample", "queries_get_peers", "queries_ping"})
         breakdown[kind] = obs["crawl"][kind];
     breakdown["lookups_started"] = obs["crawl"]["lookups_started"];
     breakdown["samples_received"] = obs["crawl"]["samples_received"];
