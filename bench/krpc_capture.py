@@ -17,6 +17,7 @@ Answers carry no method; pair them with their query by (peer, tid). It stops aft
 
 import argparse
 import json
+import os
 import select
 import signal
 import socket
@@ -25,47 +26,16 @@ import sys
 import time
 
 ETH_P_ALL = 0x0003
-MAX_DEPTH = 8
 
-
-class BencodeError(ValueError):
-    pass
-
-
-def bdecode(data, i=0, depth=0):
-    """One bencoded value at data[i:]; returns (value, next index). Strings stay bytes."""
-    if depth > MAX_DEPTH or i >= len(data):
-        raise BencodeError("truncated or too deep")
-    c = data[i:i + 1]
-    if c == b"i":
-        end = data.index(b"e", i)
-        return int(data[i + 1:end]), end + 1
-    if c == b"l":
-        out, i = [], i + 1
-        while data[i:i + 1] != b"e":
-            v, i = bdecode(data, i, depth + 1)
-            out.append(v)
-        return out, i + 1
-    if c == b"d":
-        out, i = {}, i + 1
-        while data[i:i + 1] != b"e":
-            k, i = bdecode(data, i, depth + 1)
-            v, i = bdecode(data, i, depth + 1)
-            out[k] = v
-        return out, i + 1
-    if c.isdigit():
-        colon = data.index(b":", i)
-        n = int(data[i:colon])
-        if n < 0 or colon + 1 + n > len(data):
-            raise BencodeError("string past the end")
-        return data[colon + 1:colon + 1 + n], colon + 1 + n
-    raise BencodeError("bad token")
+# The one small bencode decoder of the test tools (strict, depth-limited).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lt"))
+from krpc_sink import bdecode  # noqa: E402
 
 
 def describe(payload):
     try:
-        msg, _ = bdecode(payload)
-    except (BencodeError, ValueError, IndexError):
+        msg = bdecode(payload)
+    except (ValueError, IndexError):
         return {"y": "undecodable", "bytes": len(payload)}
     if not isinstance(msg, dict):
         return {"y": "not_a_dict"}

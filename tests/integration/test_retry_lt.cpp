@@ -27,6 +27,7 @@
 #include "retry/postgres_store.hpp"
 #include "retry/sqlite_store.hpp"
 #include "support/loopback_crawler.hpp"
+#include "support/lt_swarm_reader.hpp"
 #include "support/pg.hpp"
 #include "support/ports.hpp"
 #include "support/subprocess.hpp"
@@ -97,18 +98,10 @@ api::crawler_options loopback_options() {
 // Starts a swarm bootstrapped to `crawlers` and returns its torrents' keys (hex) once ready.
 std::set<std::string> start_swarm(test::subprocess& swarm) {
     std::set<std::string> keys;
-    const auto deadline = std::chrono::steady_clock::now() + 90s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        const auto line = swarm.read_line(5s);
-        if (!line) continue;
-        const auto ev = nlohmann::json::parse(*line, nullptr, false);
-        if (ev.is_discarded()) continue;
-        const auto kind = ev.value("event", "");
-        if (kind == "torrent") keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
-        if (kind == "ready") return keys;
-        if (kind == "error" || kind == "exit") FAIL("swarm failed: " << *line);
-    }
-    FAIL("swarm not ready");
+    const bool ready = test::read_swarm_setup(swarm, 90s, [&](const nlohmann::json& ev) {
+        keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
+    });
+    if (!ready) FAIL("swarm not ready");
     return keys;
 }
 
