@@ -629,7 +629,7 @@ def run_demo(args: argparse.Namespace) -> int:
         jsonl = JsonlSink(args.out) if args.out else None
 
         def show(t: Torrent) -> None:
-            stream = f"{t.extra.get('transport', '?')}/{t.extra.get('encryption', '?')}"
+            stream = f"{t.transport or '?'}/{t.encryption or '?'}"
             policy = policy_of.get(t.peer or "", "?")
             counts = served_by.setdefault(policy, {})
             counts[stream] = counts.get(stream, 0) + 1
