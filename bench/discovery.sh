@@ -24,7 +24,10 @@ duration=$(( minutes * 60 + 300 ))
   ${DHTC_TESTNET_ARGS:-} \
   > "$work/out.txt" 2> "$work/err.txt" &
 tn=$!
-for _ in $(seq 1 300); do grep -q BOOTSTRAP "$work/out.txt" && break; sleep 1; done
+# Start-up (every node's self-lookup, every seeder's announces) grows with N, and with
+# --nat every lookup waits out timeouts: a second per 20 nodes, at least 5 minutes.
+start_wait=$(( nodes / 20 > 300 ? nodes / 20 : 300 ))
+for _ in $(seq 1 "$start_wait"); do grep -q BOOTSTRAP "$work/out.txt" && break; sleep 1; done
 bootstrap=$(awk '/BOOTSTRAP/ {print $2}' "$work/out.txt")
 [ -n "$bootstrap" ] || { echo "testnet did not start" >&2; cat "$work/err.txt" >&2; exit 1; }
 "$build/bench/dhtc-discovery" --bootstrap "$bootstrap" --truth "$work/truth.json" --minutes "$minutes" "$@"
