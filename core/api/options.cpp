@@ -479,7 +479,7 @@ bool apply_special(parse_state& st, const field& f, special s, const json& v) {
         if (const auto p = metadata::parse_transport_policy(*text))
             st.o.metadata.transports = *p;
         else
-            return st.fail(options_status::invalid_value, path, quote(*text) + R"( is not one of "tcp", "utp", "both")");
+            return st.fail(options_status::invalid_value, path, quote(*text) + R"( is not one of "tcp", "utp", "both", "utp_first")");
         return true;
     case special::netmode:
         if (*text == "ipv4")

@@ -118,8 +118,9 @@ public:
         encryption_fallback_left_ =
             policy == encryption_policy::prefer_plaintext || policy == encryption_policy::prefer_encrypted;
         if (use_mse && policy == encryption_policy::prefer_encrypted && !mse::rc4_available()) use_mse = false;
-        bool use_utp = req_.transports == transport_policy::utp;
-        transport_fallback_left_ = req_.transports == transport_policy::both;
+        bool use_utp = req_.transports == transport_policy::utp || req_.transports == transport_policy::utp_first;
+        transport_fallback_left_ =
+            req_.transports == transport_policy::both || req_.transports == transport_policy::utp_first;
         for (std::size_t attempt = 0; attempt < max_tries; ++attempt) {
             result.tries = static_cast<std::uint8_t>(attempt + 1);
             result.used_mse = use_mse;
@@ -137,7 +138,12 @@ public:
                 break;
             case fallback::transport:
                 transport_fallback_left_ = false;
-                use_utp = true;
+                use_utp = !use_utp;
+                // Both modes were closed on the old transport: that says nothing about
+                // encryption, and MSE is what peers forcing it and peers merely allowing
+                // it both accept.
+                if (!encryption_fallback_left_ && policy != encryption_policy::disable && mse::rc4_available())
+                    use_mse = true;
                 break;
             }
             reset_for_retry();
@@ -320,10 +326,12 @@ private:
             conn_.stream = std::make_unique<utp_stream>(conn_.executor, req_.utp);
         else
             conn_.stream = std::make_unique<tcp_stream>(conn_.executor);
-        const bool limited = transport_fallback_left_ && !use_utp;
+        const bool limited = transport_fallback_left_;
         if (limited) {
             const clock::time_point now = clock::now();
-            conn_.connect_limit.expires_at(now + (req_.deadline - now) / 2);
+            auto limit = (req_.deadline - now) / 2;
+            if (use_utp) limit = std::min<clock::duration>(limit, utp_first_connect_limit);
+            conn_.connect_limit.expires_at(now + limit);
             conn_.connect_limit.async_wait([weak = conn_.self](const std::error_code& ec) {
                 if (ec) return; // cancelled: the connect finished first
                 if (auto c = weak.lock()) {
@@ -619,12 +627,13 @@ std::string_view to_string(transport_policy p) noexcept {
     case transport_policy::tcp: return "tcp";
     case transport_policy::utp: return "utp";
     case transport_policy::both: return "both";
+    case transport_policy::utp_first: return "utp_first";
     }
     return "tcp";
 }
 
 std::optional<transport_policy> parse_transport_policy(std::string_view s) noexcept {
-    for (auto p : {transport_policy::tcp, transport_policy::utp, transport_policy::both})
+    for (auto p : {transport_policy::tcp, transport_policy::utp, transport_policy::both, transport_policy::utp_first})
         if (to_string(p) == s) return p;
     return std::nullopt;
 }

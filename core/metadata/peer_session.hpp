@@ -58,7 +58,13 @@ using api::stream_transport;
 /// uTP follows once, inside the same deadline, after a refused connect, a TCP connect
 /// still silent at half the remaining time, or a connection the peer closed before its
 /// BitTorrent handshake (when the encryption fallback, which goes first, is used up).
-enum class transport_policy : std::uint8_t { tcp, utp, both };
+/// utp_first is the reverse, as libtorrent connects out: uTP, then TCP once, after a RESET,
+/// a SYN unanswered for utp_first_connect_limit, or an early close.
+enum class transport_policy : std::uint8_t { tcp, utp, both, utp_first };
+/// How long a first uTP connect may stay silent before TCP is tried (libtorrent's
+/// utp_connect_timeout): a peer without uTP never answers a SYN, and the SYN's own
+/// retransmissions would spend the deadline.
+inline constexpr std::chrono::seconds utp_first_connect_limit{3};
 std::string_view to_string(transport_policy p) noexcept;
 std::optional<transport_policy> parse_transport_policy(std::string_view s) noexcept;
 

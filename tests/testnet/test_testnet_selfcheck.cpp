@@ -463,6 +463,14 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
          stream_encryption::rc4, true},
         {"utp_pe", encryption_policy::prefer_plaintext, transport_policy::both, true, stream_transport::utp,
          stream_encryption::rc4, true},
+        // Both modes closed over TCP: the uTP try goes back to MSE, which a PE-forcing seeder needs.
+        {"utp_pe", encryption_policy::prefer_encrypted, transport_policy::both, true, stream_transport::utp,
+         stream_encryption::rc4, true},
+        // uTP first: a seeder without uTP never answers the SYN, and TCP follows.
+        {"plaintext", encryption_policy::prefer_encrypted, transport_policy::utp_first, true, stream_transport::tcp,
+         stream_encryption::plaintext, true},
+        {"utp_pe", encryption_policy::prefer_encrypted, transport_policy::utp_first, true, stream_transport::utp,
+         stream_encryption::rc4, true},
     };
     for (const auto& c : cases) {
         const auto& [index, seeder] = sample.at(c.policy);
