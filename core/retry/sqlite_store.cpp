@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <iterator>
+#include <thread>
 
 #include "retry/migrations.hpp"
 
@@ -144,7 +146,7 @@ public:
         }
         sqlite3_busy_timeout(db_, static_cast<int>(busy_timeout_millis));
         try {
-            exec("PRAGMA journal_mode=WAL");
+            use_wal(busy_timeout_millis);
             // WAL + NORMAL: a crashed process loses nothing committed; only a power cut may
             // lose the last transactions (never corrupts).
             exec("PRAGMA synchronous=NORMAL");
@@ -239,12 +241,27 @@ public:
     }
 
 private:
+    // Switching a new file to WAL needs it alone, and SQLite answers "database is locked"
+    // at once, without its busy handler, while another crawler opens the same new file:
+    // tried again for as long as the busy timeout, then the error stands.
+    void use_wal(unsigned busy_timeout_millis) {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_millis);
+        for (;;) {
+            const int rc = sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+            if (rc == SQLITE_OK) return;
+            if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || std::chrono::steady_clock::now() >= give_up) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        exec("PRAGMA journal_mode=WAL"); // once more, throwing what SQLite says
+    }
+
     void exec(const char* sql) {
         char* err = nullptr;
         if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
             std::string msg = err ? err : sqlite3_errmsg(db_);
             sqlite3_free(err);
-            throw store_error(std::string("sqlite: ") + msg);
+            // The statement's first words say which step failed ("PRAGMA journal_mode", "BEGIN").
+            throw store_error(std::string("sqlite: ") + msg + " (" + std::string(sql).substr(0, 40) + ")");
         }
     }
 
