@@ -62,4 +62,16 @@ TEST_CASE("libtorrent uTP only with PE forced: transports both falls back from T
     check_all_over_utp(r, api::stream_encryption::rc4);
 }
 
+TEST_CASE("libtorrent uTP only with PE forced: prefer_encrypted and both go back to MSE over uTP after both modes closed over TCP") {
+    const auto r = run_utp_case(metadata::transport_policy::both, metadata::encryption_policy::prefer_encrypted,
+                                "both-mse-back", "127.0.58", {"--encryption", "forced_rc4"});
+    check_all_over_utp(r, api::stream_encryption::rc4);
+}
+
+TEST_CASE("libtorrent uTP only with PE forced: utp_first and prefer_encrypted, served by the first try") {
+    const auto r = run_utp_case(metadata::transport_policy::utp_first, metadata::encryption_policy::prefer_encrypted,
+                                "first", "127.0.36", {"--encryption", "forced_rc4"});
+    check_all_over_utp(r, api::stream_encryption::rc4);
+}
+
 } // TEST_SUITE
