@@ -151,16 +151,17 @@ TEST_CASE("testnet.crawl: the crawler delivers the testnet's torrents exactly as
     CHECK(r.delivered.size() >= wanted);
 }
 
-TEST_CASE("testnet.crawl_mixed: with both transports and a prefer_* encryption every policy's torrents arrive") {
-    // Equal shares of the five connection policies, no misbehaviour: everything must arrive.
-    constexpr std::size_t torrents = 20;
+TEST_CASE("testnet.crawl_mixed: with the default connection policy every seeder policy's torrents arrive") {
+    // Equal shares of the six connection policies, no misbehaviour: everything must arrive.
+    constexpr std::size_t torrents = 24;
     const auto r = run_crawl("crawl-mixed",
-                         {"--nodes", "100", "--seeders", "10", "--torrents", std::to_string(torrents), "--seed", "9",
-                          "--policy-mix", "plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1", "--duration", "150",
-                          "--churn", "0"},
+                         {"--nodes", "100", "--seeders", "12", "--torrents", std::to_string(torrents), "--seed", "9",
+                          "--policy-mix", "plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1,tcp_only=1", "--duration",
+                          "150", "--churn", "0"},
                          [](api::crawler_options& o) {
-                             o.metadata.transports = metadata::transport_policy::both;
-                             o.metadata.encryption = metadata::encryption_policy::prefer_plaintext;
+                             const metadata::pipeline_options defaults; // uTP first, MSE preferred
+                             o.metadata.transports = defaults.transports;
+                             o.metadata.encryption = defaults.encryption;
                          },
                          torrents, 120s);
     MESSAGE("delivered " << r.delivered.size() << " of " << torrents);
@@ -175,8 +176,9 @@ TEST_CASE("testnet.crawl_mixed: with both transports and a prefer_* encryption e
         for (std::size_t k = 0; k < entry.at("seeders").size(); ++k)
             if (entry["seeders"][k] == d.peer.to_string()) policy = entry["seeder_policies"][k];
         ++served_by[policy];
-        const bool utp_only = policy == "utp" || policy == "utp_pe";
-        CHECK_MESSAGE((d.transport == api::stream_transport::utp) == utp_only, policy << " served over " << to_string(d.transport));
+        // uTP first: every seeder with uTP is served over it, and only those without over TCP.
+        CHECK_MESSAGE((d.transport == api::stream_transport::tcp) == (policy == "tcp_only"),
+                      policy << " served over " << to_string(d.transport));
         if (policy == "pe_rc4" || policy == "utp_pe")
             CHECK_MESSAGE(d.encryption == api::stream_encryption::rc4, policy << " served " << to_string(d.encryption));
     }

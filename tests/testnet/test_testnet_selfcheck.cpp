@@ -403,9 +403,9 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
     const auto dir = std::filesystem::temp_directory_path() / ("dhtc-testnet-policies-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const auto truth_path = dir / "truth.json";
-    // 10 seeders, equal shares: exactly two of each policy.
-    test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "40", "--seeders", "10", "--torrents", "30", "--seed", "12",
-                          "--policy-mix", "plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1", "--duration", "120",
+    // 12 seeders, equal shares: exactly two of each policy.
+    test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "40", "--seeders", "12", "--torrents", "36", "--seed", "12",
+                          "--policy-mix", "plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1,tcp_only=1", "--duration", "120",
                           "--churn", "0", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()});
     REQUIRE_MESSAGE(wait_for_bootstrap(net), "the testnet never printed BOOTSTRAP");
     nlohmann::json truth;
@@ -427,7 +427,7 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
             sample.emplace(policy, std::pair{i, *endpoint::parse(ep)});
         }
     }
-    const std::vector<std::string> policies{"plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe"};
+    const std::vector<std::string> policies{"plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe", "tcp_only"};
     for (const auto& p : policies) {
         REQUIRE_MESSAGE(sample.contains(p), "no torrent on a " << p << " seeder");
         CHECK_MESSAGE(seeders_of[p] <= 2, p);
@@ -448,6 +448,10 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
         {"plaintext", encryption_policy::disable, transport_policy::tcp, true},
         {"plaintext", encryption_policy::prefer_encrypted, transport_policy::tcp, true, stream_transport::tcp,
          stream_encryption::plaintext, true}, // MSE accepted, plaintext payload selected
+        {"plaintext", encryption_policy::disable, transport_policy::utp, true, stream_transport::utp},
+        {"pe_rc4", encryption_policy::require, transport_policy::utp, true, stream_transport::utp, stream_encryption::rc4, true},
+        {"tcp_only", encryption_policy::disable, transport_policy::tcp, true},
+        {"tcp_only", encryption_policy::disable, transport_policy::utp, false},
         {"pe_rc4", encryption_policy::require, transport_policy::tcp, true, stream_transport::tcp, stream_encryption::rc4, true},
         {"pe_rc4", encryption_policy::disable, transport_policy::tcp, false},
         {"pe_plain", encryption_policy::prefer_encrypted, transport_policy::tcp, true, stream_transport::tcp,
@@ -466,8 +470,10 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
         // Both modes closed over TCP: the uTP try goes back to MSE, which a PE-forcing seeder needs.
         {"utp_pe", encryption_policy::prefer_encrypted, transport_policy::both, true, stream_transport::utp,
          stream_encryption::rc4, true},
-        // uTP first: a seeder without uTP never answers the SYN, and TCP follows.
-        {"plaintext", encryption_policy::prefer_encrypted, transport_policy::utp_first, true, stream_transport::tcp,
+        // uTP first (the default): a seeder without uTP never answers the SYN, and TCP follows.
+        {"tcp_only", encryption_policy::prefer_encrypted, transport_policy::utp_first, true, stream_transport::tcp,
+         stream_encryption::plaintext, true},
+        {"pe_plain", encryption_policy::prefer_encrypted, transport_policy::utp_first, true, stream_transport::utp,
          stream_encryption::plaintext, true},
         {"utp_pe", encryption_policy::prefer_encrypted, transport_policy::utp_first, true, stream_transport::utp,
          stream_encryption::rc4, true},

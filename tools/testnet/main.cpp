@@ -42,7 +42,7 @@ struct options {
     std::uint64_t duration = 600;
     std::string truth;
     double misbehave = 0.0;
-    std::array<double, policy_count> policy_mix{1, 0, 0, 0, 0};
+    std::array<double, policy_count> policy_mix{1, 0, 0, 0, 0, 0};
     std::uint16_t port = 0;
     std::uint32_t reannounce = 900;
     double churn = 0.1;
@@ -74,10 +74,11 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
                        refuse connections (default 0)
   --policy-mix LIST    relative shares of the seeders' connection policies, e.g.
                        plaintext=1,pe_rc4=1,pe_plain=1,utp=1,utp_pe=1 (exact shares, shuffled
-                       by --seed): plaintext (TCP, plaintext or MSE), pe_rc4 (TCP, MSE with
-                       RC4 required), pe_plain (TCP, MSE required, plaintext payload allowed),
-                       utp (uTP only, on the DHT port), utp_pe (uTP only, MSE with RC4
-                       required). Independent of --misbehave (default plaintext=1)
+                       by --seed): plaintext (plaintext or MSE), pe_rc4 (MSE with RC4
+                       required), pe_plain (MSE required, plaintext payload allowed), each
+                       over TCP and uTP (on the DHT port); utp (uTP only), utp_pe (uTP only,
+                       MSE with RC4 required); tcp_only (TCP only, plaintext or MSE).
+                       Independent of --misbehave (default plaintext=1)
   --port P             UDP port of every node and TCP port of every seeder (default: any free)
   --reannounce SECONDS seeders re-announce every SECONDS +-20% (default 900)
   --churn F            average share of nodes away at any time (default 0.1; 0 = none)

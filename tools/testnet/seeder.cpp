@@ -98,6 +98,7 @@ bool requires_mse(connection_policy p) noexcept {
     return p == connection_policy::pe_rc4 || p == connection_policy::pe_plain || p == connection_policy::utp_pe;
 }
 bool utp_only(connection_policy p) noexcept { return p == connection_policy::utp || p == connection_policy::utp_pe; }
+bool accepts_utp(connection_policy p) noexcept { return p != connection_policy::tcp_only; }
 /// The MSE methods a policy accepts (RC4-only policies select RC4; the others plaintext
 /// when the initiator offers it, as libtorrent does without prefer_rc4).
 std::uint32_t mse_allowed(connection_policy p) noexcept {
@@ -116,6 +117,7 @@ std::string_view to_string(connection_policy p) noexcept {
     case connection_policy::pe_plain: return "pe_plain";
     case connection_policy::utp: return "utp";
     case connection_policy::utp_pe: return "utp_pe";
+    case connection_policy::tcp_only: return "tcp_only";
     }
     return "?";
 }
@@ -214,7 +216,7 @@ void seeder_set::assign_policies() {
         auto& sd = seeders_[s];
         sd.policy = deck[s];
         ++stats_.seeders_by_policy[static_cast<std::size_t>(sd.policy)];
-        if (!utp_only(sd.policy)) continue;
+        if (!accepts_utp(sd.policy)) continue;
         mc.seed = opt_.seed * 1000003 + s;
         sd.utp = std::make_shared<utp_port>(io_, net_, sd.ip, mc, [this, s](std::shared_ptr<utp::connection> c) {
             if (stopped_) {

@@ -34,13 +34,15 @@ struct peer_connection;
 
 /// How a seeder takes connections, as libtorrent's settings would make it.
 enum class connection_policy : std::uint8_t {
-    plaintext, ///< TCP; a plaintext handshake or MSE (either payload), as libtorrent's pe_enabled
-    pe_rc4,    ///< TCP; MSE required with RC4 (pe_forced, rc4 only): a plaintext handshake is closed
-    pe_plain,  ///< TCP; MSE required, a plaintext payload allowed after it (pe_forced, both)
-    utp,       ///< uTP only on the DHT port (incoming TCP closed at once); plaintext or MSE
+    // The first three take TCP and uTP (on the DHT port), as libtorrent does by default.
+    plaintext, ///< a plaintext handshake or MSE (either payload), as libtorrent's pe_enabled
+    pe_rc4,    ///< MSE required with RC4 (pe_forced, rc4 only): a plaintext handshake is closed
+    pe_plain,  ///< MSE required, a plaintext payload allowed after it (pe_forced, both)
+    utp,       ///< uTP only (incoming TCP closed at once); plaintext or MSE
     utp_pe,    ///< uTP only, MSE required with RC4
+    tcp_only,  ///< TCP only (uTP disabled, or its UDP port firewalled); plaintext or MSE
 };
-inline constexpr std::size_t policy_count = 5;
+inline constexpr std::size_t policy_count = 6;
 std::string_view to_string(connection_policy p) noexcept;
 /// "plaintext=1,pe_rc4=1,..." (weights >= 0, at least one positive; unnamed ones are 0).
 std::optional<std::array<double, policy_count>> parse_policy_mix(std::string_view s);
@@ -61,7 +63,7 @@ struct seeder_options {
     seconds reannounce = 900;
     std::uint64_t seed = 1;
     /// Relative shares of the connection policies (default: every seeder plaintext).
-    std::array<double, policy_count> policy_mix{1, 0, 0, 0, 0};
+    std::array<double, policy_count> policy_mix{1, 0, 0, 0, 0, 0};
     std::size_t max_connections = 4000;
     /// Per uTP seeder: live uTP connections and accepted ones not yet served.
     std::size_t max_utp_connections = 256;
@@ -122,7 +124,7 @@ private:
         id20 peer_id;
         std::vector<std::uint32_t> torrents; // sorted
         connection_policy policy = connection_policy::plaintext;
-        std::shared_ptr<utp_port> utp;       // uTP policies only
+        std::shared_ptr<utp_port> utp;       // every policy but tcp_only
     };
     struct job {
         std::chrono::steady_clock::time_point due;
