@@ -40,8 +40,10 @@ struct pipeline_options {
     unsigned gate_timeout_millis = 5'000;       ///< an unanswered gate takes gate_default
     bool gate_default = true;
     std::optional<ip_address> bind_v4;          ///< source address of outgoing TCP (v4)
-    encryption_policy encryption = encryption_policy::prefer_plaintext; ///< metadata.encryption
-    transport_policy transports = transport_policy::tcp;                ///< metadata.transports
+    // Chosen on issue 16's mixed libtorrent swarm (docs/performance.md, "Choosing the
+    // connection-policy defaults"): every torrent, one try each.
+    encryption_policy encryption = encryption_policy::prefer_encrypted; ///< metadata.encryption
+    transport_policy transports = transport_policy::utp_first;          ///< metadata.transports
 };
 
 /// The retry store's side of the pipeline (all optional).

@@ -22,7 +22,8 @@ import (
 
 // loopbackOptions never reaches the real DHT: no bootstrap, loopback only. The test clients
 // all query from 127.0.0.1, far faster than a real node, so the per-destination budget (2
-// datagrams/s to one IP) is lifted.
+// datagrams/s to one IP) is lifted. Peer sessions are plaintext TCP, what the tests' peers
+// speak: the default (uTP first, MSE) would wait out a silent SYN before each fetch.
 func loopbackOptions() map[string]any {
 	return map[string]any{
 		"port":                    0,
@@ -32,7 +33,8 @@ func loopbackOptions() map[string]any {
 			"bootstrap":  map[string]any{"sources": []string{}},
 			"rate_limit": map[string]any{"max_packets_per_destination_per_sec": 1e6, "destination_burst": 1e6},
 		},
-		"metadata": map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000},
+		"metadata": map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000,
+			"transports": "tcp", "encryption": "prefer_plaintext"},
 	}
 }
 

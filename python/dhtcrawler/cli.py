@@ -600,9 +600,10 @@ def _human_size(n: int) -> str:
 
 
 #: The demo's swarm: one seeder of each connection policy the test network has (see
-#: tools/testnet/README.md): plaintext TCP, PE forced with RC4, PE forced with a plaintext
-#: payload allowed, uTP only, uTP only with PE forced.
-DEMO_POLICIES = ("plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe")
+#: tools/testnet/README.md): plaintext allowed, PE forced with RC4, PE forced with a plaintext
+#: payload allowed (these three over TCP and uTP, as libtorrent by default), uTP only, uTP
+#: only with PE forced, TCP only.
+DEMO_POLICIES = ("plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe", "tcp_only")
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -622,10 +623,9 @@ def run_demo(args: argparse.Namespace) -> int:
     with net:
         policy_of = {seeder: policy for t in net.truth()
                      for seeder, policy in zip(t.get("seeders", []), t.get("seeder_policies", []))}
-        # Both transports and a prefer_* encryption: the fallbacks reach every policy.
+        # The default connection policy (uTP first, MSE preferred) reaches every seeder policy.
         crawler = Crawler({"port": 0, "bind_v4": "127.0.0.1", "allow_private_addresses": True,
-                           "crawl": {"bootstrap": {"sources": [net.bootstrap]}},
-                           "metadata": {"transports": "both", "encryption": "prefer_plaintext"}})
+                           "crawl": {"bootstrap": {"sources": [net.bootstrap]}}})
         jsonl = JsonlSink(args.out) if args.out else None
 
         def show(t: Torrent) -> None:

@@ -23,7 +23,8 @@
 namespace dhtc::capi_test {
 
 inline const char* loopback_options = R"({"port":0,"bind_v4":"127.0.0.1","allow_private_addresses":true,
-  "crawl":{"bootstrap":{"sources":[]}},"metadata":{"timeout_secs":2,"gate_timeout_millis":2000}})";
+  "crawl":{"bootstrap":{"sources":[]}},"metadata":{"timeout_secs":2,"gate_timeout_millis":2000,
+  "transports":"tcp","encryption":"prefer_plaintext"}})"; // the fake peers speak plaintext TCP
 
 inline std::string take(char* s) {
     std::string out = s ? s : "";

@@ -37,13 +37,15 @@ UNLIMITED_DESTINATIONS = {"max_packets_per_destination_per_sec": 1e6, "destinati
 
 def loopback_options(**extra: Any) -> Dict[str, Any]:
     """A crawler on 127.0.0.1, any free port, private addresses allowed, no bootstrap, and
-    no per-destination budget (see UNLIMITED_DESTINATIONS)."""
+    no per-destination budget (see UNLIMITED_DESTINATIONS). Peer sessions are plaintext TCP,
+    what the tests' peers speak: the default (uTP first, MSE) would wait out a silent SYN."""
     doc: Dict[str, Any] = {
         "port": 0,
         "bind_v4": "127.0.0.1",
         "allow_private_addresses": True,
         "crawl": {"bootstrap": {"sources": []}, "rate_limit": dict(UNLIMITED_DESTINATIONS)},
-        "metadata": {"timeout_secs": 2, "gate_timeout_millis": 2000},
+        "metadata": {"timeout_secs": 2, "gate_timeout_millis": 2000,
+                     "transports": "tcp", "encryption": "prefer_plaintext"},
     }
     crawl = extra.pop("crawl", None)
     if crawl is not None:

@@ -305,13 +305,13 @@ def test_demo_shows_torrents_arriving(tmp_path, testnet_binary):
         shown = next(text for text in r.stdout.splitlines() if line["info_hash"] in text)
         assert f"over {line['transport']}/{line['encryption']}" in shown, shown
         policy = re.search(r"\((\w+) seeder\)", shown).group(1)
-        if policy in ("utp", "utp_pe"):
-            assert line["transport"] == "utp", shown
+        # The default policy tries uTP first: only the TCP-only seeder serves over TCP.
+        assert line["transport"] == ("tcp" if policy == "tcp_only" else "utp"), shown
         if policy in ("pe_rc4", "utp_pe"):
             assert line["encryption"] == "rc4", shown
     # The mixed swarm's summary: one line per policy, adding up to what arrived.
     summary = re.findall(r"demo: served by the (\w+) seeder: (\d+)", r.stdout)
-    assert [p for p, _ in summary] == ["plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe"], r.stdout
+    assert [p for p, _ in summary] == ["plaintext", "pe_rc4", "pe_plain", "utp", "utp_pe", "tcp_only"], r.stdout
     assert sum(int(n) for _, n in summary) == len(lines), r.stdout
 
 

@@ -217,8 +217,8 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
     CHECK(default_leaves().size() == 100);
-    CHECK(at_path(doc, "metadata.encryption") == "prefer_plaintext");
-    CHECK(at_path(doc, "metadata.transports") == "tcp");
+    CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
+    CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
     const auto p = parse(text);
     REQUIRE(p.r.ok());

@@ -111,6 +111,9 @@ struct rig {
         metadata::pipeline_options o;
         o.timeout_secs = 2;
         o.bind_v4 = ip_address::parse("127.0.0.1");
+        // The fake peers are TCP only; the default's uTP try would wait out a silent SYN.
+        o.encryption = metadata::encryption_policy::prefer_plaintext;
+        o.transports = metadata::transport_policy::tcp;
         return o;
     }
     // Each offer is a millisecond after the last on the pipeline's clock, so "freshest" is defined.

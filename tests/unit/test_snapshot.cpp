@@ -23,6 +23,7 @@
 #include "api/crawler.hpp"
 #include "krpc/encode.hpp"
 #include "stats/histogram.hpp"
+#include "support/loopback_crawler.hpp"
 #include "support/ports.hpp"
 
 using namespace dhtc;
@@ -93,13 +94,8 @@ std::string ping(std::string_view t) {
 }
 
 std::unique_ptr<api::crawler> make_crawler() {
-    api::crawler_options o;
-    o.dht.port = 0;
-    o.dht.bind_v4 = "127.0.0.1";
+    auto o = test::loopback_crawler(); // never the real DHT
     o.dht.seed = 7;
-    o.dht.crawl.allow_private_addresses = true;
-    o.dht.crawl.bootstrap.sources.clear(); // never the real DHT
-    o.metadata.bind_v4 = ip_address::parse("127.0.0.1");
     std::string error;
     auto c = api::crawler::create(o, api::event_handlers{}, error);
     REQUIRE_MESSAGE(c, error);

@@ -38,7 +38,10 @@ class ContractTest {
                 .allowPrivateAddresses(true)
                 .bootstrap() // never the real DHT
                 .metadataTimeoutSecs(2)
-                .set("metadata.gate_timeout_millis", 2000);
+                .set("metadata.gate_timeout_millis", 2000)
+                // The tests' peers speak plaintext TCP; the default (uTP first, MSE) would wait out a silent SYN.
+                .set("metadata.transports", "tcp")
+                .set("metadata.encryption", "prefer_plaintext");
     }
 
     private static long deliveryThreads() {
