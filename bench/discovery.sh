@@ -7,6 +7,7 @@
 # DHTC_TESTNET_ARGS adds testnet options, e.g. "--libtorrent-like" (libtorrent's per-IP
 # blocker, its 6-hour BEP-51 interval, a fifth of the nodes behind NAT); the last line then
 # says how many of our packets a node's blocker ignored (target 0).
+# DHTC_DISCOVERY_KEEP=1 keeps the work directory (truth file, testnet output) and names it.
 set -euo pipefail
 build=${1:?usage: discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]}
 nodes=${2:-10000} torrents=${3:-10000} seeders=${4:-1000} minutes=${5:-10} misbehave=${6:-0.1}
@@ -15,7 +16,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/dhtc-discovery.XXXXXX")
 tn=
 cleanup() {
   [ -n "$tn" ] && kill -TERM "$tn" 2>/dev/null && wait "$tn" 2>/dev/null
-  rm -rf "$work"
+  if [ -n "${DHTC_DISCOVERY_KEEP:-}" ]; then echo "kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 duration=$(( minutes * 60 + 300 ))
