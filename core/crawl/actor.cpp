@@ -53,7 +53,8 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
       sample_rate_(c, o.bep51.max_sample_rate_per_sec, std::max(1.0, o.bep51.max_sample_rate_per_sec)),
       lookup_rate_(c, o.bep51.max_lookup_rate_per_sec, std::max(1.0, o.bep51.max_lookup_rate_per_sec)),
       querier_rate_(c, o.pool.max_querier_admissions_per_sec, std::max(1.0, o.pool.max_querier_admissions_per_sec)),
-      querier_cap_(pool_.capacity() * std::min(o.pool.max_querier_percent, 100u) / 100) {
+      querier_cap_(pool_.capacity() * std::min(o.pool.max_querier_percent, 100u) / 100),
+      sampled_(sampled_nodes_options{std::chrono::seconds(21'600), std::size_t{1} << 23, seed ^ 5}) {
     reply_batch_.reserve(o.scheduler.event_batch_limit);
     discovery_batch_.reserve(o.scheduler.event_batch_limit);
     bootstrap_.resize(o.bootstrap.sources.size());
@@ -193,7 +194,12 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         [[fallthrough]];
     case query_kind::find_node:
     case query_kind::ping:
-        if (options_.bep51.enabled && !msg_.read_only) schedule_sample(responder, now);
+        if (options_.bep51.enabled && !msg_.read_only) {
+            if (sampled_.contains(responder.ep, now))
+                bump(stats_.sample_skipped_remembered);
+            else
+                schedule_sample(responder, now, now);
+        }
         break;
     case query_kind::sample:
         // Only a reply with `samples` proves BEP-51 support; nodes that answered like
@@ -211,7 +217,16 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
             // A node whose samples we all knew has little new to show soon: asking it at
             // its interval regardless spent a third of our queries in the test network.
             if (fresh == 0) wait *= stale_sample_backoff;
-            schedule_sample(responder, now + wait);
+            // Due after it leaves the responsive ring, the node would be skipped at its turn
+            // anyway, and six hours in the schedule (libtorrent's interval) would hold a slot
+            // a new node needs: it is remembered instead, and asked again when met again
+            // after its interval.
+            if (wait > std::chrono::seconds(options_.pool.responsive_ttl_secs)) {
+                sampled_.insert(responder.ep, now);
+                bump(stats_.samples_remembered);
+            } else {
+                schedule_sample(responder, now + wait, now);
+            }
         }
         break;
     case query_kind::get_peers: {
@@ -330,14 +345,14 @@ void actor::admit(const krpc::node_entry& e, time_point now, node_pool::origin f
     }
 }
 
-void actor::schedule_sample(const krpc::node_entry& n, time_point due) {
+void actor::schedule_sample(const krpc::node_entry& n, time_point due, time_point answered) {
     if (sample_scheduled_.contains(n.ep)) return;
     if (samples_due_.size() >= options_.pool.responsive_capacity) {
         bump(stats_.sample_schedule_dropped);
         return;
     }
     sample_scheduled_.insert(n.ep);
-    samples_due_.push({due, n});
+    samples_due_.push({due, answered, n});
 }
 
 // ---- periodic work ------------------------------------------------------------------------
@@ -445,13 +460,17 @@ void actor::send_queries(time_point now) {
             const auto s = samples_due_.top();
             samples_due_.pop();
             sample_scheduled_.erase(s.node.ep);
-            if (ring_.contains(s.node.ep, now)) {
+            // Responsive still, even when a busy ring has already let it go: sampling runs
+            // slower than a crawl finds new nodes, so the first turns wait minutes.
+            const bool responsive =
+                ring_.contains(s.node.ep, now) || now - s.answered < std::chrono::seconds(options_.pool.responsive_ttl_secs);
+            if (responsive) {
                 sample_rate_.try_acquire();
                 const auto result = send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now);
                 if (result == send_result::deferred)
-                    schedule_sample(s.node, now + sample_deferral);
+                    schedule_sample(s.node, now + sample_deferral, s.answered);
                 else if (result != send_result::sent)
-                    schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs));
+                    schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs), s.answered);
             }
             continue;
         }

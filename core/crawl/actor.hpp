@@ -20,6 +20,7 @@
 #include "crawl/rate_limiter.hpp"
 #include "crawl/recent_probes.hpp"
 #include "crawl/responsive_ring.hpp"
+#include "crawl/sampled_nodes.hpp"
 #include "crawl/scrapes.hpp"
 #include "crawl/source_table.hpp"
 #include "crawl/subnet_counter.hpp"
@@ -72,6 +73,8 @@ struct crawl_stats {
     std::atomic<std::uint64_t> pool_family_full{0};
     std::atomic<std::uint64_t> samples_received{0};  ///< hashes in sample_infohashes replies
     std::atomic<std::uint64_t> sample_schedule_dropped{0};
+    std::atomic<std::uint64_t> samples_remembered{0};      ///< sampled nodes due after the ring forgets them
+    std::atomic<std::uint64_t> sample_skipped_remembered{0}; ///< met again while remembered: not asked
     std::atomic<std::uint64_t> lookups_started{0};
     std::atomic<std::uint64_t> lookups_dropped{0};
     std::atomic<std::uint64_t> lookup_peers{0};      ///< peers found for sampled hashes
@@ -140,6 +143,7 @@ private:
     };
     struct scheduled_sample {
         time_point due;
+        time_point answered; // its last reply to us when it was scheduled
         krpc::node_entry node;
         bool operator>(const scheduled_sample& o) const noexcept { return due > o.due; }
     };
@@ -159,7 +163,7 @@ private:
     void admit(const krpc::node_entry& e, time_point now, node_pool::origin from = node_pool::origin::answer);
     void admit_querier(const krpc::node_entry& e, time_point now);
     bool queue_ping(const krpc::node_entry& e, time_point now);
-    void schedule_sample(const krpc::node_entry& n, time_point due);
+    void schedule_sample(const krpc::node_entry& n, time_point due, time_point answered);
     void maybe_bootstrap(time_point now);
     void maybe_publish(time_point now);
     void send_queries(time_point now);
@@ -204,6 +208,7 @@ private:
 
     std::priority_queue<scheduled_sample, std::vector<scheduled_sample>, std::greater<>> samples_due_;
     std::unordered_set<endpoint, endpoint_hash> sample_scheduled_;
+    sampled_nodes sampled_; // nodes whose next sample is too far off for the schedule
 
     std::vector<bootstrap_source> bootstrap_;
     time_point next_bootstrap_round_{};

@@ -617,6 +617,41 @@ TEST_CASE("BEP-51: sampling honours intervals and lookups turn samples into hash
     CHECK(get(h.stats().queries_get_peers) <= lookups_started * 2);
 }
 
+TEST_CASE("BEP-51: nodes with libtorrent's 6-hour interval do not crowd new nodes out of the schedule") {
+    // Each such node used to wait its six hours inside the sample schedule (as many entries
+    // as the responsive ring holds): once it was full, no new node was sampled at all.
+    sim::network_options no;
+    no.seed = 62;
+    harness h(no);
+    const auto ids = h.net.add_spread_v4(600);
+    h.net.wire(12, 6);
+    for (const auto i : ids) {
+        h.net.node(i).bep51 = true;
+        h.net.node(i).interval = 21'600;
+    }
+    for (std::uint32_t k = 0; k < 60; ++k)
+        h.net.store_hash(h.net.random_id(), {{ip_address::v4(0x46000000u + k * 256 + 1), 51413}}, 3);
+    h.options.pool.responsive_capacity = 256; // a schedule far smaller than the network
+    h.start({{h.net.node(1).ep}});
+    h.net.run_for(20min);
+
+    std::size_t sampled = 0, twice = 0;
+    for (const auto i : ids) {
+        sampled += h.net.node(i).sampled_at.empty() ? 0 : 1;
+        twice += h.net.node(i).sampled_at.size() > 1 ? 1 : 0;
+    }
+    MESSAGE("6-hour intervals: " << sampled << "/" << ids.size() << " sampled, " << twice << " twice; remembered "
+                                 << get(h.stats().samples_remembered) << ", met again and skipped "
+                                 << get(h.stats().sample_skipped_remembered) << ", schedule dropped "
+                                 << get(h.stats().sample_schedule_dropped));
+    // Before, sampling stopped once the schedule held 256 nodes; now only the nodes found
+    // while it is full of first turns are missed (counted), until they are met again.
+    CHECK(sampled >= ids.size() * 8 / 10);
+    CHECK(twice == 0); // within 20 minutes of a 6-hour interval
+    CHECK(get(h.stats().samples_remembered) >= sampled);
+    CHECK(get(h.stats().sample_skipped_remembered) > 0); // re-probed after recent_probe_ttl
+}
+
 TEST_CASE("bootstrap: a dead source backs off exponentially, a live one does not") {
     sim::network_options no;
     no.seed = 71;

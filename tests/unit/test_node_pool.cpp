@@ -11,6 +11,7 @@
 
 #include "crawl/node_pool.hpp"
 #include "crawl/recent_probes.hpp"
+#include "crawl/sampled_nodes.hpp"
 #include "util/slot_index.hpp"
 #include "crawl/subnet_counter.hpp"
 #include "net/clock.hpp"
@@ -437,6 +438,49 @@ TEST_CASE("churn with refreshes, expiry and eviction matches a model") {
 }
 
 } // TEST_SUITE recent_probes
+
+TEST_SUITE("sampled_nodes") {
+
+TEST_CASE("a node is remembered at least one period and less than two, whenever it was inserted") {
+    for (const auto offset : {0s, 1s, 3'000s, 3'599s}) {
+        CAPTURE(offset.count());
+        manual_clock c;
+        sampled_nodes s(sampled_nodes_options{.period = 3'600s, .bits = 1 << 16, .hash_seed = 3});
+        const auto t0 = c.now();
+        s.insert(ep("9.9.9.9:1"), t0); // opens the first generation
+        const auto at = t0 + offset;
+        s.insert(ep("1.2.3.4:6881"), at);
+        CHECK(s.contains(ep("[::ffff:1.2.3.4]:6881"), at));
+        CHECK_FALSE(s.contains(ep("1.2.3.4:6882"), at));
+        // Other inserts keep rotating the generations; the node outlives its period.
+        for (auto t = at; t < at + 3'600s; t += 60s) {
+            s.insert(ep("5.5.5.5:1"), t);
+            CHECK(s.contains(ep("1.2.3.4:6881"), t));
+        }
+        CHECK(s.contains(ep("1.2.3.4:6881"), at + 3'599s));
+        CHECK_FALSE(s.contains(ep("1.2.3.4:6881"), at + 7'200s)); // two periods: gone in any case
+        s.insert(ep("5.5.5.5:1"), at + 7'200s);
+        CHECK_FALSE(s.contains(ep("1.2.3.4:6881"), at + 7'200s));
+    }
+}
+
+TEST_CASE("false positives stay near the design rate at eight bits per node") {
+    manual_clock c;
+    sampled_nodes s(sampled_nodes_options{.period = 21'600s, .bits = 1 << 20, .hash_seed = 4});
+    const auto t0 = c.now();
+    const std::uint32_t n = (1 << 20) / 8;
+    for (std::uint32_t i = 0; i < n; ++i) s.insert(v4_ep(i), t0);
+    std::size_t all_in = 0, false_positive = 0;
+    for (std::uint32_t i = 0; i < n; ++i) all_in += s.contains(v4_ep(i), t0 + 1s) ? 1 : 0;
+    for (std::uint32_t i = 0; i < 100'000; ++i) false_positive += s.contains(v6_ep(i), t0 + 1s) ? 1 : 0;
+    MESSAGE("sampled_nodes: " << false_positive << " false positives in 100,000 at 8 bits per node");
+    CHECK(all_in == n);
+    CHECK(false_positive < 4'000); // about 2.4% expected
+    CHECK(s.inserted() == n);
+    CHECK(s.memory_bytes() == 2 * (1 << 20) / 8);
+}
+
+} // TEST_SUITE sampled_nodes
 
 TEST_SUITE("subnet_counter") {
 
