@@ -66,11 +66,10 @@ void source_table::refill(entry& e, time_point now) const noexcept {
     e.last = now;
 }
 
-bool source_table::evictable(std::uint32_t i, time_point now) const noexcept {
+bool source_table::settled(std::uint32_t i, time_point now) const noexcept {
     entry e = slots_[i];
     refill(e, now);
-    return e.destination_tokens + tolerance >= options_.destination_burst && e.backoff_until <= now &&
-           e.trusted_until <= now;
+    return e.destination_tokens + tolerance >= options_.destination_burst && e.backoff_until <= now;
 }
 
 std::uint32_t source_table::make_room(time_point now) {
@@ -80,23 +79,34 @@ std::uint32_t source_table::make_room(time_point now) {
         ++size_;
         return i;
     }
+    std::uint32_t trusted_victim = none;
     for (int k = 0; k < eviction_scan && lru_ != none; ++k) {
         const std::uint32_t i = lru_;
-        if (!evictable(i, now)) {
-            // Second chance: a trusted or indebted entry moves to the young end.
-            unlink(i);
-            link_front(i);
-            continue;
-        }
-        entry& victim = slots_[i];
-        refill(victim, now);
-        ++counters_.evictions;
-        if (victim.answer_tokens + tolerance < options_.answer_rate) ++counters_.lossy_evictions;
-        index_.erase(hash_of_slot(i), i, [this](std::uint32_t s) { return hash_of_slot(s); });
+        if (settled(i, now) && slots_[i].trusted_until <= now) return evict(i, now);
+        // Second chance: a trusted or indebted entry moves to the young end.
+        if (trusted_victim == none && settled(i, now)) trusted_victim = i;
         unlink(i);
-        return i;
+        link_front(i);
+    }
+    // Every IP that answered us stays trusted for trust_ttl, and a crawl at full rate asks
+    // more IPs than the table holds within it: refusing every new one then stopped the
+    // crawl for minutes. A trusted entry that owes nothing goes, and only its trust is lost
+    // (it is trusted again at its next answer); an indebted one never does.
+    if (trusted_victim != none) {
+        ++counters_.trusted_evictions;
+        return evict(trusted_victim, now);
     }
     return none;
+}
+
+std::uint32_t source_table::evict(std::uint32_t i, time_point now) {
+    entry& victim = slots_[i];
+    refill(victim, now);
+    ++counters_.evictions;
+    if (victim.answer_tokens + tolerance < options_.answer_rate) ++counters_.lossy_evictions;
+    index_.erase(hash_of_slot(i), i, [this](std::uint32_t s) { return hash_of_slot(s); });
+    unlink(i);
+    return i;
 }
 
 std::uint32_t source_table::touch(const ip_address& address, time_point now) {

@@ -50,7 +50,7 @@ enum class send_verdict : std::uint8_t {
     over_answer_budget, ///< the source's answer budget is spent (answers only)
     over_budget,        ///< the destination budget is spent
     backed_off,         ///< it sent error 201 or stopped answering (queries only)
-    table_full,         ///< every evictable entry is still owed tokens: nothing new is tracked
+    table_full,         ///< every entry scanned is still owed tokens: nothing new is tracked
 };
 
 class source_table {
@@ -96,6 +96,7 @@ public:
         relaxed_counter refused_table_full;         ///< datagrams to an IP the full table could not track
         relaxed_counter evictions;
         relaxed_counter lossy_evictions;            ///< evicted with part of its answer budget spent
+        relaxed_counter trusted_evictions;          ///< evicted while trusted: no untrusted entry owed nothing
         relaxed_counter backoffs_rate_limited;      ///< back-offs started by error 201
         relaxed_counter backoffs_silence;           ///< back-offs started by a run of silence
     };
@@ -121,7 +122,9 @@ private:
     std::uint32_t touch(const ip_address& a, time_point now);
     std::uint32_t find(const ip_address& canonical_address) const;
     std::uint32_t make_room(time_point now);
-    bool evictable(std::uint32_t i, time_point now) const noexcept;
+    /// Owes nothing: its destination budget is whole and it is not backed off.
+    bool settled(std::uint32_t i, time_point now) const noexcept;
+    std::uint32_t evict(std::uint32_t i, time_point now);
     void refill(entry& e, time_point now) const noexcept;
     void back_off(entry& e, time_point now) noexcept;
     void unlink(std::uint32_t i) noexcept;

@@ -520,7 +520,7 @@ void walk(const api::crawler& c, collector& out) {
         {"table_full", src.refused_table_full},       {"evictions", src.evictions},
         {"lossy_evictions", src.lossy_evictions},     {"backoffs_rate_limited", src.backoffs_rate_limited},
         {"backoffs_silence", src.backoffs_silence},   {"query_over_destination", src.refused_query_destination},
-        {"query_backoff", src.refused_query_backoff},
+        {"query_backoff", src.refused_query_backoff}, {"trusted_evictions", src.trusted_evictions},
     };
     for (const auto& [event, value] : source_events)
         out.counter({"dht", "sources", event}, "dhtc_dht_sources_total", {"event", event}, sources_help, value);

@@ -136,6 +136,30 @@ TEST_CASE("a full table evicts the least recent settled stranger, never one owed
     CHECK(t.size() == 4);
 }
 
+TEST_CASE("a table full of trusted IPs that owe nothing still takes a new one, evicting the least recent") {
+    // A crawl at full rate asks more IPs within trust_ttl than the table holds, and every
+    // one that answers is trusted: refusing each new IP stopped the 100,000-node crawl.
+    manual_clock c;
+    source_table t(source_table_options{.capacity = 4, .trust_ttl = 900s, .hash_seed = 6});
+    for (std::uint32_t i = 0; i < 4; ++i) {
+        REQUIRE(t.try_query(nth(i), c.now()) == send_verdict::ok);
+        t.on_answered(nth(i), c.now());
+    }
+    // Trusted and still owed a token each: nothing goes.
+    CHECK(t.try_query(nth(4), c.now()) == send_verdict::table_full);
+    c.advance(1s); // settled, still trusted
+    CHECK(t.try_query(nth(4), c.now()) == send_verdict::ok);
+    CHECK(t.stats().trusted_evictions == 1);
+    CHECK(t.size() == 4);
+    CHECK_FALSE(t.trusted(nth(0), c.now())); // the least recent went, and only its trust was lost
+    for (std::uint32_t i = 1; i < 4; ++i) CHECK(t.trusted(nth(i), c.now()));
+    // A settled stranger is still taken before any trusted entry.
+    c.advance(1s);
+    CHECK(t.try_query(nth(5), c.now()) == send_verdict::ok); // evicts nth(4), the stranger
+    CHECK(t.stats().trusted_evictions == 1);
+    for (std::uint32_t i = 1; i < 4; ++i) CHECK(t.trusted(nth(i), c.now()));
+}
+
 TEST_CASE("churn through many IPs keeps the index consistent and the memory bounded") {
     manual_clock c;
     source_table t(source_table_options{.capacity = 64, .hash_seed = 3});
