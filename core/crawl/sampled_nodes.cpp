@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
+#include <new>
 
 #include "net/address_policy.hpp"
 #include "util/slot_index.hpp"
@@ -23,8 +25,14 @@ std::uint64_t bit_of(std::uint64_t h, int i, std::uint64_t mask) noexcept {
 
 sampled_nodes::sampled_nodes(sampled_nodes_options o)
     : period_(std::max(o.period, std::chrono::seconds{1})), mask_(generation_bits(o.bits) - 1),
-      key_(detail::hash_key_from_seed(o.hash_seed)), current_(generation_bits(o.bits) / 64),
-      previous_(generation_bits(o.bits) / 64) {}
+      key_(detail::hash_key_from_seed(o.hash_seed)), words_(generation_bits(o.bits) / 64), current_(zeroed(words_)),
+      previous_(zeroed(words_)) {}
+
+sampled_nodes::generation sampled_nodes::zeroed(std::size_t words) {
+    auto* p = static_cast<std::uint64_t*>(std::calloc(words, sizeof(std::uint64_t)));
+    if (!p) throw std::bad_alloc();
+    return generation(p);
+}
 
 void sampled_nodes::rotate(time_point now) {
     if (!started_) {
@@ -34,11 +42,11 @@ void sampled_nodes::rotate(time_point now) {
     }
     if (now - current_since_ < period_) return;
     if (now - current_since_ >= 2 * period_) {
-        std::fill(previous_.begin(), previous_.end(), 0); // both generations are past
+        std::memset(previous_.get(), 0, words_ * sizeof(std::uint64_t)); // both generations are past
     } else {
         previous_.swap(current_);
     }
-    std::fill(current_.begin(), current_.end(), 0);
+    std::memset(current_.get(), 0, words_ * sizeof(std::uint64_t));
     current_since_ = now;
 }
 
@@ -53,7 +61,7 @@ void sampled_nodes::insert(const endpoint& ep, time_point now) {
     ++inserted_;
 }
 
-bool sampled_nodes::in(const std::vector<std::uint64_t>& gen, std::uint64_t h) const noexcept {
+bool sampled_nodes::in(const generation& gen, std::uint64_t h) const noexcept {
     for (int i = 0; i < bits_per_node; ++i) {
         const std::uint64_t b = bit_of(h, i, mask_);
         if (!(gen[b / 64] & (std::uint64_t{1} << (b % 64)))) return false;

@@ -9,7 +9,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <memory>
 
 #include "net/address.hpp"
 #include "net/clock.hpp"
@@ -28,7 +29,8 @@ struct sampled_nodes_options {
 };
 
 /// A false positive only ever makes us skip a node we could have sampled, never sample one
-/// early. Thread rules: single owner. No allocation after construction.
+/// early. Thread rules: single owner. No allocation after construction; the bits come from
+/// calloc, so a crawler that samples little does not pay their resident memory.
 class sampled_nodes {
 public:
     explicit sampled_nodes(sampled_nodes_options options = {});
@@ -40,17 +42,23 @@ public:
     bool contains(const endpoint& ep, time_point now) const;
 
     std::uint64_t inserted() const noexcept { return inserted_; }
-    std::size_t memory_bytes() const noexcept { return (current_.size() + previous_.size()) * sizeof(std::uint64_t); }
+    std::size_t memory_bytes() const noexcept { return 2 * words_ * sizeof(std::uint64_t); }
 
 private:
     static constexpr int bits_per_node = 4;
     void rotate(time_point now);
-    bool in(const std::vector<std::uint64_t>& gen, std::uint64_t h) const noexcept;
+    struct free_words {
+        void operator()(std::uint64_t* p) const noexcept { std::free(p); }
+    };
+    using generation = std::unique_ptr<std::uint64_t[], free_words>;
+    static generation zeroed(std::size_t words);
+    bool in(const generation& gen, std::uint64_t h) const noexcept;
 
     std::chrono::seconds period_;
     std::uint64_t mask_;
     siphash_key key_;
-    std::vector<std::uint64_t> current_, previous_;
+    std::size_t words_;
+    generation current_, previous_;
     time_point current_since_{};
     bool started_ = false;
     std::uint64_t inserted_ = 0;
