@@ -144,6 +144,15 @@ int main(int argc, char** argv) {
                               packets == last_packets ? 0.0
                                                       : (delivered - last_delivered) * 1000.0 /
                                                             static_cast<double>(packets - last_packets)}};
+            // The crawl side's state, so a stall says where it is (an empty pool, a full
+            // schedule, deferrals).
+            const auto crawl = stats::observability_snapshot(*crawler)["crawl"];
+            for (const char* key : {"pool_size", "responsive_size", "in_flight", "queries_find_node", "queries_sample",
+                                    "queries_get_peers", "timeouts", "skipped_recent", "skipped_backoff",
+                                    "pool_accepted", "pool_duplicate", "refused_new_destination", "refused_subnet",
+                                    "deferred_destination", "rate_limited_turns", "sample_schedule_dropped",
+                                    "samples_remembered", "sample_skipped_remembered", "lookups_started"})
+                if (crawl.contains(key)) j["crawl"][key] = crawl[key];
             std::printf("%s\n", j.dump().c_str());
             std::fflush(stdout);
             last_hashes = hashes;
