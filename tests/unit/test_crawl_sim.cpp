@@ -42,6 +42,18 @@ bool is_crawl_find_node(const sim::sent_query& q) { return q.k == kind::find_nod
 
 bool in_v4_prefix(const endpoint& e, std::uint8_t first) { return e.address.is_v4() && e.address.raw()[0] == first; }
 
+// `n` wired BEP-51 nodes that all advertise `interval`.
+std::vector<std::uint32_t> add_bep51_nodes(sim::sim_network& net, std::size_t n, std::size_t a, std::size_t b,
+                                           std::int64_t interval) {
+    const auto ids = net.add_spread_v4(n);
+    net.wire(a, b);
+    for (const auto i : ids) {
+        net.node(i).bep51 = true;
+        net.node(i).interval = interval;
+    }
+    return ids;
+}
+
 // ---- pool order ----------------------------------------------------------------------
 
 // The reply to our query `t` in a client's inbox (it also gets our find_nodes: clients
@@ -133,12 +145,7 @@ TEST_CASE("query rate never exceeds rate + burst; new destinations per minute ho
         sim::network_options no;
         no.seed = 21;
         harness h(no);
-        const auto ids = h.net.add_spread_v4(2000);
-        h.net.wire(16, 4);
-        for (const auto i : ids) {
-            h.net.node(i).bep51 = true;
-            h.net.node(i).interval = 60;
-        }
+        const auto ids = add_bep51_nodes(h.net, 2000, 16, 4, 60);
         for (int k = 0; k < 200; ++k)
             h.net.store_hash(h.net.random_id(), {{ip_address::v4(0x46000000u + static_cast<std::uint32_t>(k)), 51413}}, 3);
         h.options.bootstrap.interval_secs = 5; // rounds while the bucket is drained
@@ -623,12 +630,7 @@ TEST_CASE("BEP-51: nodes with libtorrent's 6-hour interval do not crowd new node
     sim::network_options no;
     no.seed = 62;
     harness h(no);
-    const auto ids = h.net.add_spread_v4(600);
-    h.net.wire(12, 6);
-    for (const auto i : ids) {
-        h.net.node(i).bep51 = true;
-        h.net.node(i).interval = 21'600;
-    }
+    const auto ids = add_bep51_nodes(h.net, 600, 12, 6, 21'600);
     for (std::uint32_t k = 0; k < 60; ++k)
         h.net.store_hash(h.net.random_id(), {{ip_address::v4(0x46000000u + k * 256 + 1), 51413}}, 3);
     h.options.pool.responsive_capacity = 256; // a schedule far smaller than the network
