@@ -191,13 +191,22 @@ func (a *announcer) query(port int, method string, args map[string]any) (string,
 }
 
 // ask sends a query and returns the reply's "r" dict. The crawler may query us as well
-// (we are a node to it): datagrams that are not the reply are skipped.
+// (we are a node to it): datagrams that are not the reply are skipped. Like a real node, a
+// query unanswered for a second is sent again, 5 times at most: a crawler still starting on a
+// loaded machine may answer late.
 func (a *announcer) ask(port int, method string, args map[string]any) (map[string]any, error) {
-	tid, _ := a.query(port, method, args)
+	tid, packet := a.query(port, method, args)
+	to := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
 	buf := make([]byte, 1500)
-	for i := 0; i < 16; i++ {
+	for i, sends := 0, 1; i < 16; i++ {
 		_ = a.conn.SetReadDeadline(time.Now().Add(time.Second))
 		n, _, err := a.conn.ReadFromUDP(buf)
+		var timeout net.Error
+		if errors.As(err, &timeout) && timeout.Timeout() && sends < 5 {
+			sends++
+			_, _ = a.conn.WriteToUDP(packet, to)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -135,8 +135,17 @@ class Announcer:
         tid = struct.pack(">H", self._tid & 0xFFFF)
         packet = bencode({"t": tid, "y": "q", "q": query, "a": {"id": self.node_id, **args}})
         self.sock.sendto(packet, ("127.0.0.1", port))
+        sends = 1
         for _ in range(16):
-            data, _ = self.sock.recvfrom(65536)
+            try:
+                data, _ = self.sock.recvfrom(65536)
+            except socket.timeout:
+                # Sent again, as a real node would: a crawler still starting on a loaded machine may answer late.
+                if sends == 5:
+                    break
+                sends += 1
+                self.sock.sendto(packet, ("127.0.0.1", port))
+                continue
             try:
                 msg, _ = bdecode(data)
             except (ValueError, IndexError):

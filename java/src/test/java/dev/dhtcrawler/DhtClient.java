@@ -97,17 +97,24 @@ final class DhtClient implements AutoCloseable {
         return out.toByteArray();
     }
 
-    /** Sends a query and returns the reply with its transaction id; the crawler's own queries to us are skipped. */
+    /**
+     * Sends a query and returns the reply with its transaction id; the crawler's own queries to us are
+     * skipped. Like a real DHT node, a query unanswered for a second is sent again (a crawler still
+     * starting on a loaded machine may answer late), 5 times at most.
+     */
     private Map<String, Object> ask(int port, String q, Map<String, Object> a) throws IOException {
         byte[] t = nextTransaction();
-        send(port, query(q, t, a));
+        byte[] packet = query(q, t, a);
+        send(port, packet);
         byte[] buf = new byte[1500];
-        for (int i = 0; i < 16; i++) {
+        for (int i = 0, sends = 1; i < 16; i++) {
             DatagramPacket p = new DatagramPacket(buf, buf.length);
             try {
                 socket.receive(p);
             } catch (SocketTimeoutException e) {
-                break;
+                if (sends++ == 5) break;
+                send(port, packet);
+                continue;
             }
             Object decoded;
             try {
