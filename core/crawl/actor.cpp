@@ -415,6 +415,7 @@ void actor::send_queries(time_point now) {
 
     std::array<krpc::node_entry, lookups::width> seeds;
     std::size_t busy_in_a_row = 0;
+    std::size_t lookups_requeued = 0;
     for (std::size_t step = 0; step < options_.scheduler.node_batch_limit; ++step) {
         if (query_rate_.available() < 1.0) {
             bump(stats_.rate_limited_turns);
@@ -435,8 +436,16 @@ void actor::send_queries(time_point now) {
         }
         // 1. get_peers for sampled hashes: lookups start at their own rate, seeded with the
         //    responsive nodes closest to the hash, then take precedence over new crawling.
-        if (lookups_.has_queued() && lookups_.has_free_slot() && snapshot_nodes_.snap &&
-            lookup_rate_.available() >= 1.0) {
+        //    The node that sampled a hash stores its peers and is asked first; one that gave us a
+        //    whole sample (libtorrent's 20) draws more get_peers than its destination budget
+        //    sends at once. Such a hash waits at the back of the queue, rather than holding a
+        //    lookup slot or costing queries to the closest nodes before its holder can answer.
+        const auto holder = lookups_.has_queued() ? lookups_.front_holder() : std::nullopt;
+        if (holder && lookups_requeued < std::min(lookups_.queued(), max_busy_in_a_row) &&
+            !sources_.has_query_budget(holder->ep.address, now) && lookups_.requeue_front(now)) {
+            ++lookups_requeued;
+        } else if (lookups_.has_queued() && lookups_.has_free_slot() && snapshot_nodes_.snap &&
+                   lookup_rate_.available() >= 1.0) {
             const id20 target = lookups_.front();
             std::size_t n = snapshot_nodes_.closest(target, krpc::ip_family::v4, std::span(seeds).first(8));
             n += snapshot_nodes_.closest(target, krpc::ip_family::v6, std::span(seeds).subspan(n, 8));

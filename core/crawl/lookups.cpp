@@ -38,7 +38,17 @@ bool lookups::want(const id20& info_hash, const std::optional<krpc::node_entry>&
         return false;
     }
     remember(info_hash);
-    queue_.push_back(waiting{info_hash, holder});
+    queue_.push_back(waiting{info_hash, holder, std::nullopt});
+    return true;
+}
+
+bool lookups::requeue_front(time_point now) {
+    if (queue_.empty()) return false;
+    waiting& w = queue_.front();
+    if (!w.requeued) w.requeued = now;
+    if (now - *w.requeued >= requeue_limit) return false;
+    queue_.push_back(std::move(w));
+    queue_.pop_front();
     return true;
 }
 
@@ -81,8 +91,11 @@ std::optional<lookups::query> lookups::next(time_point now) {
         if (!l.active || l.in_flight >= parallelism || l.sent >= options_.queries_per_lookup) continue;
         if (l.satisfied()) continue;
         // The holder answered our sample_infohashes moments ago, so it is alive: wait for its
-        // answer before spending more queries.
-        if (l.holder && l.holder->st == state::queried) continue;
+        // answer before spending more queries, and wait for it too while its destination budget
+        // defers it (it gave us many samples at once). Asking the closest nodes meanwhile costs
+        // queries that the holder, asked a second later, would have made useless.
+        if (l.holder && (l.holder->st == state::queried || (l.holder->st == state::fresh && l.holder->not_before > now)))
+            continue;
         const auto ready = [now](const candidate& c) { return c.st == state::fresh && c.not_before <= now; };
         candidate* pick = l.holder && ready(*l.holder) ? &*l.holder : nullptr;
         for (std::size_t j = 0; !pick && j < l.n; ++j)

@@ -37,8 +37,15 @@ public:
     /// Returns false when nothing was started (no queued hash or no free slot).
     bool start(std::span<const krpc::node_entry> seeds);
     bool has_queued() const noexcept { return !queue_.empty(); }
-    /// The hash start() would look up next; has_queued() must be true.
+    /// The hash start() would look up next, and the node that sampled it; has_queued() must be true.
     const id20& front() const noexcept { return queue_.front().hash; }
+    const std::optional<krpc::node_entry>& front_holder() const noexcept { return queue_.front().holder; }
+    /// Moves the next hash to the back of the queue (its holder cannot be asked yet), unless
+    /// it has waited requeue_limit since it was first moved: false, and it stays in front.
+    bool requeue_front(time_point now);
+    /// How long a hash may wait for its holder before its lookup starts anyway (a holder that
+    /// queries us hard spends its whole destination budget on our answers).
+    static constexpr std::chrono::seconds requeue_limit{10};
     bool has_free_slot() const noexcept;
 
     struct query {
@@ -101,6 +108,7 @@ private:
     struct waiting {
         id20 hash;
         std::optional<krpc::node_entry> holder;
+        std::optional<time_point> requeued; ///< when it was first moved back
     };
     std::deque<waiting> queue_;
     // Recently looked-up hashes: many nodes sample the same popular hashes.

@@ -181,6 +181,11 @@ send_verdict source_table::try_query(const ip_address& to, time_point now) {
     return send_verdict::ok;
 }
 
+bool source_table::has_query_budget(const ip_address& to, time_point now) {
+    const std::uint32_t i = touch(to, now);
+    return i != none && slots_[i].destination_tokens + tolerance >= 1 + options_.answer_headroom;
+}
+
 void source_table::back_off(entry& e, time_point now) noexcept {
     const unsigned shift = std::min<unsigned>(e.backoffs, 16);
     const auto wait = std::min(options_.backoff_base * (std::int64_t{1} << shift), options_.backoff_max);

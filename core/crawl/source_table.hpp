@@ -70,6 +70,9 @@ public:
 
     /// A query of ours to `to`: takes one destination token, or says why not (and counts it).
     send_verdict try_query(const ip_address& to, time_point now);
+    /// Whether the destination budget of `to` has a query's tokens now (back-off aside);
+    /// takes and counts nothing.
+    bool has_query_budget(const ip_address& to, time_point now);
 
     /// A reply of `from` matched one of our queries: it is trusted, its silence is forgiven.
     void on_answered(const ip_address& from, time_point now);

@@ -109,18 +109,19 @@ TEST_CASE("no destination IP ever gets more than its budget; discovery per query
     CHECK(after.worst_window <= 30);
     CHECK(before.worst_window > 30); // the crawl does press the budget
     CHECK(after.deferred > 0);
-    // Discovery holds: the same nodes and nearly every hash in the same 10 minutes, at about the
-    // same cost per query (lookups skip a node whose budget its own queries to us spent, and
-    // ask the next closest instead).
+    // Discovery holds: the same nodes and the same hashes in the same 10 minutes, at the same
+    // cost per query within 2% (a hash waits for the node that sampled it, which holds its peers,
+    // rather than spending queries on the closest nodes while that node's budget refills; only
+    // a holder that queries us hard, so that our answers spend its budget, is not waited for).
     const auto per_query = [](std::size_t n, std::size_t q) { return static_cast<double>(n) / static_cast<double>(q); };
     MESSAGE("per query: responsive " << per_query(before.responsive, before.queries) << " -> "
                                      << per_query(after.responsive, after.queries) << ", hashes "
                                      << per_query(before.hashes, before.queries) << " -> "
                                      << per_query(after.hashes, after.queries));
-    CHECK(after.responsive >= before.responsive * 98 / 100);
-    CHECK(after.hashes >= before.hashes * 97 / 100);
-    CHECK(per_query(after.responsive, after.queries) >= 0.9 * per_query(before.responsive, before.queries));
-    CHECK(per_query(after.hashes, after.queries) >= 0.9 * per_query(before.hashes, before.queries));
+    CHECK(after.responsive >= before.responsive);
+    CHECK(after.hashes >= before.hashes);
+    CHECK(per_query(after.responsive, after.queries) >= 0.98 * per_query(before.responsive, before.queries));
+    CHECK(per_query(after.hashes, after.queries) >= 0.98 * per_query(before.hashes, before.queries));
 }
 
 TEST_CASE("error 201 and silence back an IP off") {
