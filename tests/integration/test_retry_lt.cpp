@@ -240,8 +240,8 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
 }
 
 TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly once") {
-    const auto base = test::pg_base();
-    REQUIRE_MESSAGE(base, "DHTC_TEST_PG is not set: run tests/run.sh (it starts PostgreSQL)");
+    const auto base = test::pg_base_or_skip();
+    if (!base) return;
     const auto conninfo = test::pg_fresh_schema(*base, "retry_fleet_" + std::to_string(::getpid()));
     const auto workdir = std::filesystem::temp_directory_path() / ("dhtc-retry-fleet-" + std::to_string(::getpid()));
     std::filesystem::remove_all(workdir);
@@ -337,8 +337,8 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
 
 #ifdef DHTC_CRAWL_EXAMPLE
 TEST_CASE("fleet of three crawler processes (the C host over the C API) on one PostgreSQL") {
-    const auto base = test::pg_base();
-    REQUIRE_MESSAGE(base, "DHTC_TEST_PG is not set: run tests/run.sh (it starts PostgreSQL)");
+    const auto base = test::pg_base_or_skip();
+    if (!base) return;
     const auto conninfo = test::pg_fresh_schema(*base, "retry_procs_" + std::to_string(::getpid()));
     const auto workdir = std::filesystem::temp_directory_path() / ("dhtc-retry-procs-" + std::to_string(::getpid()));
     std::filesystem::remove_all(workdir);

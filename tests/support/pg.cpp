@@ -1,5 +1,7 @@
 #include "support/pg.hpp"
 
+#include "support/skip.hpp"
+
 #include <libpq-fe.h>
 
 #include <cstdlib>
@@ -11,6 +13,14 @@ std::optional<std::string> pg_base() {
     const char* v = std::getenv("DHTC_TEST_PG");
     if (!v || !*v) return std::nullopt;
     return std::string(v);
+}
+
+std::optional<std::string> pg_base_or_skip() {
+    auto base = pg_base();
+    if (!base)
+        skip_case("needs PostgreSQL: DHTC_TEST_PG is not set (tests/run.sh starts it; or export "
+                  "DHTC_TEST_PG=$(bash tests/pg/start_pg.sh | tail -1))");
+    return base;
 }
 
 std::string pg_query(const std::string& conninfo, const std::string& sql) {
