@@ -67,6 +67,14 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < truth.size(); ++i)
         for (const auto& k : truth[i].at("announce_keys")) torrent_of_key[k.get<std::string>()] = i;
     const std::size_t announced = truth.size();
+    // A torrent only misbehaving seeders hold may never be served in full (tools/testnet/README.md).
+    const auto servable = [&](std::size_t i) {
+        for (const auto& b : truth[i].value("seeder_behaviours", nlohmann::json::array({"none"})))
+            if (b == "none" || b == "slow") return true;
+        return false;
+    };
+    std::size_t announced_servable = 0;
+    for (std::size_t i = 0; i < announced; ++i) announced_servable += servable(i) ? 1 : 0;
 
     std::mutex m;
     std::unordered_set<std::string> hashes_seen;
@@ -173,10 +181,35 @@ int main(int argc, char** argv) {
     for (const char* kind : {"queries_find_node", "queries_bootstrap", "queries_sample", "queries_get_peers", "queries_ping"})
         breakdown[kind] = obs["crawl"][kind];
     breakdown["lookups_started"] = obs["crawl"]["lookups_started"];
+    // Why the undelivered were missed: never learned, or learned and failed (by class).
+    std::unordered_set<std::size_t> torrents_seen;
+    for (const auto& h : hashes_seen)
+        if (const auto it = torrent_of_key.find(h); it != torrent_of_key.end()) torrents_seen.insert(it->second);
+    std::size_t servable_never_learned = 0, servable_not_delivered = 0;
+    auto examples = nlohmann::json::array(); // a few of them, to look up in the crawler's logs
+    for (std::size_t i = 0; i < announced; ++i) {
+        if (!servable(i) || torrents_delivered.count(i)) continue;
+        const bool learned = torrents_seen.count(i) != 0;
+        ++(learned ? servable_not_delivered : servable_never_learned);
+        if (examples.size() < 10)
+            examples.push_back({{"announce_keys", truth[i]["announce_keys"]},
+                                {"seeders", truth[i]["seeders"]},
+                                {"seeder_behaviours", truth[i]["seeder_behaviours"]},
+                                {"seeder_policies", truth[i]["seeder_policies"]},
+                                {"learned", learned}});
+    }
+    const nlohmann::json missed{{"never_learned", announced - torrents_seen.size()},
+                                {"learned_not_delivered", torrents_seen.size() - torrents_delivered.size()},
+                                {"servable_never_learned", servable_never_learned},
+                                {"servable_not_delivered", servable_not_delivered},
+                                {"servable_examples", examples},
+                                {"metadata_outcomes", obs["metadata"]["outcomes"]},
+                                {"attempt_failures", obs["metadata"]["attempt_failures"]}};
     breakdown["samples_received"] = obs["crawl"]["samples_received"];
     nlohmann::json summary{{"bench", "discovery"},
                            {"summary", true},
                            {"announced", announced},
+                           {"announced_servable", announced_servable},
                            {"unique_hashes", hashes_seen.size()},
                            {"delivered", torrents_delivered.size()},
                            {"deliveries", deliveries},
@@ -192,7 +225,8 @@ int main(int argc, char** argv) {
                            {"crawler_cpu_secs", cpu},
                            {"lookup_rate", o.dht.crawl.bep51.max_lookup_rate_per_sec},
                            {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec},
-                           {"packets", breakdown}};
+                           {"packets", breakdown},
+                           {"missed", missed}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;
 }

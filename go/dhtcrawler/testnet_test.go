@@ -105,7 +105,7 @@ func readTruth(t *testing.T, path string) []truthTorrent {
 		for _, s := range m["seeders"].([]any) {
 			tt.seeders[s.(string)] = true
 		}
-		for _, k := range []string{"announce_keys", "seeders", "seeder_policies", "first_served_at", "info_hash"} {
+		for _, k := range []string{"announce_keys", "seeders", "seeder_policies", "seeder_behaviours", "first_served_at", "info_hash"} {
 			delete(m, k)
 		}
 		out = append(out, tt)

@@ -18,6 +18,7 @@
 #include "metadata/pipeline.hpp"
 #include "metadata/torrent_json.hpp"
 #include "support/subprocess.hpp"
+#include "support/truth_form.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -43,10 +44,7 @@ truth_index load_truth(const std::filesystem::path& path) {
 /// A truth entry as the crawler must deliver it when it found the torrent under `key`:
 /// the parser's JSON form, whose info_hash is the key the metadata was found under.
 nlohmann::json expected_form(nlohmann::json entry, const std::string& key) {
-    entry.erase("seeders");
-    entry.erase("seeder_policies");
-    entry.erase("announce_keys");
-    entry.erase("first_served_at");
+    entry = test::without_truth_extras(std::move(entry));
     entry["info_hash"] = key;
     return entry;
 }

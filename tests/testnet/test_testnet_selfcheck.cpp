@@ -36,6 +36,7 @@
 #include "metadata/wire.hpp"
 #include "support/fake_peer.hpp"
 #include "support/subprocess.hpp"
+#include "support/truth_form.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -227,14 +228,6 @@ std::string fetch_metadata(const endpoint& seeder, const id20& key) {
     return std::string(buffer.bytes());
 }
 
-nlohmann::json without_extras(nlohmann::json entry) {
-    entry.erase("seeders");
-    entry.erase("seeder_policies");
-    entry.erase("announce_keys");
-    entry.erase("first_served_at");
-    return entry;
-}
-
 /// Starts a testnet and waits for its BOOTSTRAP line.
 std::optional<endpoint> wait_for_bootstrap(test::subprocess& net) {
     std::optional<endpoint> bootstrap;
@@ -376,7 +369,7 @@ TEST_CASE("testnet.selfcheck: real KRPC answers, tokens, samples, and metadata e
             metadata::torrent_info info;
             REQUIRE(metadata::parse_info(raw, key_i, info));
             CHECK(metadata::matches(info, key_i));
-            auto expected = without_extras(t);
+            auto expected = test::without_truth_extras(t);
             expected["info_hash"] = k;
             CHECK(metadata::to_json(info) == expected);
         }
@@ -493,7 +486,7 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
         CHECK(f.result.used_mse == c.used_mse);
         metadata::torrent_info info;
         REQUIRE(metadata::parse_info(f.bytes, key, info));
-        auto expected = without_extras(t);
+        auto expected = test::without_truth_extras(t);
         expected["info_hash"] = key_hex;
         CHECK(metadata::to_json(info) == expected);
     }

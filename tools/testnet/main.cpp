@@ -271,7 +271,8 @@ int run(const options& o) {
 
     std::vector<seeder_view> seeder_views;
     for (std::size_t s = 0; s < seeders.size(); ++s)
-        seeder_views.push_back({seeders.endpoint_of(s), std::string(to_string(seeders.policy(s)))});
+        seeder_views.push_back({seeders.endpoint_of(s), std::string(to_string(seeders.policy(s))),
+                                std::string(to_string(seeders.mode(s)))});
     if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, false, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;

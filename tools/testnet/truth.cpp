@@ -28,6 +28,8 @@ bool write_truth(const std::string& path, const catalog& torrents, const std::ve
             for (auto s : t.seeders) seeders.push_back(seeder_views.at(s).endpoint);
             auto& policies = extra["seeder_policies"] = nlohmann::json::array();
             for (auto s : t.seeders) policies.push_back(seeder_views.at(s).policy);
+            auto& behaviours = extra["seeder_behaviours"] = nlohmann::json::array();
+            for (auto s : t.seeders) behaviours.push_back(seeder_views.at(s).behaviour);
             auto& keys = extra["announce_keys"] = nlohmann::json::array();
             for (const auto& k : t.keys) keys.push_back(k.hex());
             if (with_first_served) {

@@ -14,6 +14,7 @@ namespace dhtc::testnet {
 struct seeder_view {
     std::string endpoint; ///< "ip:port"
     std::string policy;   ///< its connection policy (seeder.hpp)
+    std::string behaviour; ///< "none" or how it misbehaves (seeder.hpp)
 };
 
 /// `seeders[s]` describes seeder s. Returns false and sets `error` on failure.
