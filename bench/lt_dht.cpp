@@ -4,7 +4,8 @@
 // one JSON line per run: torrents delivered out of announced, and for every torrent missed
 // what the crawler saw of it (sampled, looked up: observations; fetch outcomes). A last line
 // sums the runs. Never run by the tests; see docs/performance.md.
-//   dhtc-lt-dht [--runs 10] [--seconds 180] [--sessions 30]
+//   dhtc-lt-dht [--runs 10] [--seconds 180] [--sessions 30] [--destination-budget on|off]
+// (off: the per-destination budget raised out of the way, as a reference in the same sitting)
 #include <unistd.h>
 
 #include <chrono>
@@ -36,7 +37,7 @@ struct seen {
     bool delivered = false;
 };
 
-nlohmann::json one_run(int run, int seconds, int sessions) {
+nlohmann::json one_run(int run, int seconds, int sessions, bool destination_budget) {
     const auto workdir = std::filesystem::temp_directory_path() /
                          ("dhtc-lt-dht-" + std::to_string(::getpid()) + "-" + std::to_string(run));
     std::filesystem::remove_all(workdir);
@@ -59,7 +60,7 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
         const auto it = torrent_of.find(h.hex());
         return it == torrent_of.end() ? h.hex() : it->second;
     };
-    nlohmann::json out{{"bench", "lt_dht"}, {"run", run}};
+    nlohmann::json out{{"bench", "lt_dht"}, {"run", run}, {"destination_budget", destination_budget}};
     if (!setup.ready) {
         out["error"] = "the swarm did not start";
         return out;
@@ -90,6 +91,11 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
                                                    " after " + std::to_string(c.attempts) + " attempts");
     };
     auto o = test::loopback_crawler(endpoint{ip_address::v4(0x7f003c01u), static_cast<std::uint16_t>(port)});
+    if (!destination_budget) {
+        // The reference: what the per-destination budget costs in time to the last torrent.
+        o.dht.crawl.rate_limit.max_packets_per_destination_per_sec = 1e12;
+        o.dht.crawl.rate_limit.destination_burst = 1e12;
+    }
     std::string error;
     auto crawler = api::crawler::create(o, h, error);
     if (!crawler) {
@@ -137,19 +143,22 @@ nlohmann::json one_run(int run, int seconds, int sessions) {
 
 int main(int argc, char** argv) {
     int runs = 10, seconds = 180, sessions = 30;
+    bool destination_budget = true;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--runs") runs = std::atoi(argv[i + 1]);
         else if (a == "--seconds") seconds = std::atoi(argv[i + 1]);
         else if (a == "--sessions") sessions = std::atoi(argv[i + 1]);
+        else if (a == "--destination-budget" && (std::string(argv[i + 1]) == "on" || std::string(argv[i + 1]) == "off"))
+            destination_budget = std::string(argv[i + 1]) == "on";
         else {
-            std::fprintf(stderr, "usage: dhtc-lt-dht [--runs 10] [--seconds 180] [--sessions 30]\n");
+            std::fprintf(stderr, "usage: dhtc-lt-dht [--runs 10] [--seconds 180] [--sessions 30] [--destination-budget on|off]\n");
             return 2;
         }
     }
     std::vector<std::size_t> per_run;
     for (int r = 0; r < runs; ++r) {
-        const auto j = one_run(r, seconds, sessions);
+        const auto j = one_run(r, seconds, sessions, destination_budget);
         std::printf("%s\n", j.dump().c_str());
         std::fflush(stdout);
         per_run.push_back(j.value("delivered", std::size_t{0}));
