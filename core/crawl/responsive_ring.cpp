@@ -92,9 +92,56 @@ void store_published(std::shared_ptr<const routing_snapshot>& p, std::shared_ptr
 
 std::shared_ptr<const routing_snapshot> responsive_ring::snapshot() const noexcept { return load_published(published_); }
 
+namespace {
+
+// The first `bits` bits of an id (bits <= 16), as a number.
+std::uint32_t id_prefix(const id20& id, unsigned bits) noexcept {
+    if (bits == 0) return 0;
+    const std::uint32_t top = std::uint32_t{id.bytes[0]} << 8 | id.bytes[1];
+    return top >> (16 - bits);
+}
+
+// About 8 entries per prefix: the 8 closest then sit in one prefix or a few neighbours.
+constexpr std::size_t entries_per_prefix = 8;
+constexpr unsigned max_index_bits = 16;
+
+} // namespace
+
+void routing_snapshot::prefix_index::build(std::span<const node_entry> sorted) {
+    bits = 0;
+    while (bits < max_index_bits && (sorted.size() >> (bits + 1)) >= entries_per_prefix) ++bits;
+    // assign() keeps the capacity: a steady-state publish allocates nothing.
+    first.assign((std::size_t{1} << bits) + 1, static_cast<std::uint32_t>(sorted.size()));
+    std::size_t i = 0;
+    for (std::uint32_t p = 0; p < (std::uint32_t{1} << bits); ++p) {
+        while (i < sorted.size() && id_prefix(sorted[i].id, bits) < p) ++i;
+        first[p] = static_cast<std::uint32_t>(i);
+    }
+}
+
 std::size_t routing_snapshot::closest(const id20& target, std::span<node_entry> out, ip_family f) const noexcept {
     trie_walk w{target, entries(f), out};
-    w.visit(0, w.e.size(), 0);
+    // Every id that shares the target's first j bits is XOR-closer than every id that does
+    // not, so when that subtree holds out.size() entries, the answer is inside it: the walk
+    // starts there, at depth j, instead of at the root.
+    std::size_t lo = 0, hi = w.e.size();
+    int depth = 0;
+    const prefix_index& ix = f == ip_family::v4 ? v4_index_ : v6_index_;
+    if (ix.bits > 0 && hi > out.size() && ix.first.size() == (std::size_t{1} << ix.bits) + 1) {
+        const std::uint32_t p = id_prefix(target, ix.bits);
+        for (unsigned j = ix.bits; j > 0; --j) {
+            const unsigned free_bits = ix.bits - j;
+            const std::uint32_t begin = p >> free_bits << free_bits;
+            const std::uint32_t end = begin + (std::uint32_t{1} << free_bits);
+            if (ix.first[end] - ix.first[begin] >= out.size()) {
+                lo = ix.first[begin];
+                hi = ix.first[end];
+                depth = static_cast<int>(j);
+                break;
+            }
+        }
+    }
+    w.visit(lo, hi, depth);
     // Whole subtrees were copied in id order; order the (few) results by distance.
     std::sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(w.n),
               [&target](const node_entry& a, const node_entry& b) { return closer(target, a.id, b.id); });
@@ -169,6 +216,8 @@ void responsive_ring::publish(time_point now) {
     const auto by_id = [](const node_entry& a, const node_entry& b) { return a.id < b.id; };
     std::sort(next->v4_.begin(), next->v4_.end(), by_id);
     std::sort(next->v6_.begin(), next->v6_.end(), by_id);
+    next->v4_index_.build(next->v4_);
+    next->v6_index_.build(next->v6_);
     next->published_at_ = now;
     next->generation_ = ++publishes_;
     store_published(published_, next);
@@ -179,7 +228,10 @@ void responsive_ring::publish(time_point now) {
 std::size_t responsive_ring::memory_bytes() const noexcept {
     std::size_t snapshots = 0;
     for (const auto* s : {current_.get(), spare_.get()})
-        if (s) snapshots += (s->v4_.capacity() + s->v6_.capacity()) * sizeof(node_entry) + sizeof(routing_snapshot);
+        if (s)
+            snapshots += (s->v4_.capacity() + s->v6_.capacity()) * sizeof(node_entry) +
+                         (s->v4_index_.first.capacity() + s->v6_index_.first.capacity()) * sizeof(std::uint32_t) +
+                         sizeof(routing_snapshot);
     return sizeof(*this) - sizeof(set_) + set_.memory_bytes() + snapshots;
 }
 

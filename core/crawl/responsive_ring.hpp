@@ -48,13 +48,24 @@ public:
 
     /// Writes the min(out.size(), entries) entries of family `f` XOR-closest to `target`
     /// into `out`, closest first, and returns how many. Exact (equal to sorting all entries
-    /// by XOR distance), O(out.size() + 160 log n) comparisons, no allocation.
+    /// by XOR distance), no allocation. The prefix index takes it straight to the smallest
+    /// subtree around the target that holds out.size() entries, so it walks a few dozen
+    /// entries whatever the size of the snapshot.
     std::size_t closest(const id20& target, std::span<node_entry> out, ip_family f) const noexcept;
 
 private:
     friend class responsive_ring;
+    /// Where each prefix of the first `bits` id bits starts in its family's sorted array:
+    /// entries with prefix p are [first[p], first[p + 1]).
+    struct prefix_index {
+        unsigned bits = 0;
+        std::vector<std::uint32_t> first;
+        void build(std::span<const node_entry> sorted);
+    };
     std::vector<node_entry> v4_;
     std::vector<node_entry> v6_;
+    prefix_index v4_index_;
+    prefix_index v6_index_;
     time_point published_at_{};
     std::uint64_t generation_ = 0;
 };
