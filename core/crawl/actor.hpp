@@ -97,8 +97,10 @@ public:
 
     /// Fed by the node: replies to our queries.
     bounded_queue<dht::inbound_reply>& replies() noexcept { return replies_; }
-    /// Fed by the responder: nodes that queried us (crawl candidates).
-    bounded_queue<krpc::node_entry>& discoveries() noexcept { return discoveries_; }
+    /// Fed by the responder: nodes that queried us (crawl candidates). The responder runs on
+    /// the thread that runs turn() (the network thread), so the queue takes no lock.
+    using discovery_queue = bounded_queue<krpc::node_entry, single_thread_lock>;
+    discovery_queue& discoveries() noexcept { return discoveries_; }
     /// Fed by the retry side (any thread): hashes due for a retry without fresh peers. Each
     /// becomes a get_peers lookup like a sampled hash; the peers found arrive as hash events.
     bounded_queue<id20>& lookup_requests() noexcept { return lookup_requests_; }
@@ -183,7 +185,7 @@ private:
     std::mt19937_64 rng_;
 
     bounded_queue<dht::inbound_reply> replies_;
-    bounded_queue<krpc::node_entry> discoveries_;
+    discovery_queue discoveries_;
     bounded_queue<id20> lookup_requests_;
     std::vector<id20> lookup_batch_;
     bounded_queue<id20> scrape_requests_;

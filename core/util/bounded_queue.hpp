@@ -13,7 +13,15 @@
 
 namespace dhtc {
 
-template <class T>
+/// The lock of a bounded_queue whose producer and consumer are one thread (the DHT's
+/// network thread hands the queriers it answers to the crawl actor's next turn): the
+/// capacity and the drop count without the cost of a mutex.
+struct single_thread_lock {
+    void lock() noexcept {}
+    void unlock() noexcept {}
+};
+
+template <class T, class Lock = std::mutex>
 class bounded_queue {
 public:
     /// Slots allocated at construction (fewer when the capacity is smaller).
@@ -90,7 +98,7 @@ private:
     }
 
     std::size_t capacity_;
-    mutable std::mutex mutex_;
+    mutable Lock mutex_;
     std::vector<T> slots_;
     std::size_t head_ = 0;
     std::size_t size_ = 0;
