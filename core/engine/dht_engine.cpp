@@ -38,7 +38,8 @@ public:
 struct dht_engine::impl {
     dht_engine_options options;
     crawl::crawl_sink& sink;
-    steady_clock_source clock;
+    steady_clock_source steady;
+    batch_clock clock{steady}; // what the DHT reads: refreshed per receive batch and per turn
     asio::io_context io{1};
     asio::steady_timer turn_timer{io};
     asio::steady_timer resolve_timer{io};
@@ -61,12 +62,14 @@ struct dht_engine::impl {
 
     bool bind(std::string& error);
     void on_batch(std::span<const net::datagram> batch) {
+        clock.refresh();
         for (const auto& d : batch) service->handle(d.from, d.payload);
     }
     void schedule_turn() {
         turn_timer.expires_after(turn_interval);
         turn_timer.async_wait([this](const std::error_code& ec) {
             if (ec) return;
+            clock.refresh();
             service->turn();
             // A turn queues queries of its own (bootstrap, crawl, samples); without a flush
             // they would wait for the next received batch, which may never come.

@@ -34,6 +34,24 @@ public:
     time_point now() const noexcept override { return std::chrono::steady_clock::now(); }
 };
 
+/// The time read once per batch of work: the DHT's network thread refreshes it before each
+/// receive batch and each turn, and what runs there reads that instant. The datagrams of a
+/// batch arrived together, and protocol code never waits for time to pass within one call
+/// (its tests run on a manual clock), so this changes what a read costs, not what it says.
+/// Reads are atomic: another thread (a stats snapshot) may read it too.
+class batch_clock final : public clock {
+public:
+    explicit batch_clock(const clock& source) noexcept
+        : source_(source), ticks_(source.now().time_since_epoch().count()) {}
+
+    time_point now() const noexcept override { return time_point{duration{ticks_.load(std::memory_order_relaxed)}}; }
+    void refresh() noexcept { ticks_.store(source_.now().time_since_epoch().count(), std::memory_order_relaxed); }
+
+private:
+    const clock& source_;
+    std::atomic<duration::rep> ticks_;
+};
+
 /// A clock that moves only when told to. Reads and writes are atomic, so a test may
 /// advance it on one thread while the code under test reads it on another.
 class manual_clock final : public clock {
