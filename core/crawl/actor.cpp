@@ -113,7 +113,7 @@ void actor::turn() {
     lookup_batch_.clear();
     lookup_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
     for (const auto& h : lookup_batch_)
-        if (lookups_.want(h)) bump(stats_.retry_lookups);
+        if (lookups_.want_again(h)) bump(stats_.retry_lookups);
     lookup_batch_.clear();
     scrape_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
     for (const auto& h : lookup_batch_)

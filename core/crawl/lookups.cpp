@@ -33,11 +33,17 @@ bool lookups::want(const id20& info_hash, const std::optional<krpc::node_entry>&
         ++duplicates_;
         return false;
     }
+    return enqueue(info_hash, holder);
+}
+
+bool lookups::want_again(const id20& info_hash) { return enqueue(info_hash, std::nullopt); }
+
+bool lookups::enqueue(const id20& info_hash, const std::optional<krpc::node_entry>& holder) {
     if (queue_.size() >= options_.lookup_queue_capacity) {
         ++dropped_;
         return false;
     }
-    remember(info_hash);
+    if (!recent_.contains(info_hash)) remember(info_hash);
     queue_.push_back(waiting{info_hash, holder, std::nullopt});
     return true;
 }

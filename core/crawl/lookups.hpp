@@ -33,6 +33,10 @@ public:
     /// Queues a hash for a lookup; false when it was looked up recently or the queue is full.
     /// `holder`: a node known to store peers for it (the one that sampled it), asked first.
     bool want(const id20& info_hash, const std::optional<krpc::node_entry>& holder = std::nullopt);
+    /// Queues a lookup the retry side asked for (the hash's peers all failed, minutes or hours
+    /// ago): unlike a sampled hash it is wanted again even when it was looked up recently.
+    /// False only when the queue is full.
+    bool want_again(const id20& info_hash);
     /// Starts a queued lookup in a free slot, seeded with `seeds` (the closest nodes we know).
     /// Returns false when nothing was started (no queued hash or no free slot).
     bool start(std::span<const krpc::node_entry> seeds);
@@ -100,6 +104,7 @@ private:
     candidate* find(lookup& l, const endpoint& ep);
     void finish_if_done(lookup& l);
     void remember(const id20& h);
+    bool enqueue(const id20& info_hash, const std::optional<krpc::node_entry>& holder);
 
     bep51_options options_;
     std::size_t max_slots_;

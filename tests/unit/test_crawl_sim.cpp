@@ -624,6 +624,37 @@ TEST_CASE("BEP-51: sampling honours intervals and lookups turn samples into hash
     CHECK(get(h.stats().queries_get_peers) <= lookups_started * 2);
 }
 
+TEST_CASE("a retry's lookup runs even for a hash looked up moments ago") {
+    // The metadata side asks for a lookup when every peer of a hash failed; the sampled hash
+    // was looked up when it was sampled, and that must not make the retry's lookup a duplicate.
+    sim::network_options no;
+    no.seed = 62;
+    harness h(no);
+    const auto ids = h.net.add_spread_v4(200);
+    h.net.wire(12, 6);
+    for (const auto i : ids) {
+        h.net.node(i).bep51 = true;
+        h.net.node(i).interval = 120;
+    }
+    const std::vector<endpoint> peers = {{ip_address::v4(0x46000001u), 51413}};
+    const auto idx = h.net.store_hash(h.net.random_id(), peers, 3);
+    const id20 hash = h.net.hash_at(idx).hash;
+    h.start({{h.net.node(1).ep}});
+    h.net.run_for(120s);
+    const auto events_for_hash = [&] {
+        std::size_t n = 0;
+        for (const auto& e : h.sink.hashes) n += e.info_hash == hash && e.kind == crawl::hash_source::sample ? 1 : 0;
+        return n;
+    };
+    const auto before = events_for_hash();
+    REQUIRE(before > 0); // sampled and looked up
+
+    REQUIRE(h.service->actor().lookup_requests().try_push(hash));
+    h.net.run_for(30s);
+    CHECK(get(h.stats().retry_lookups) == 1);
+    CHECK(events_for_hash() > before); // the lookup ran and found the peer again
+}
+
 TEST_CASE("BEP-51: nodes with libtorrent's 6-hour interval do not crowd new nodes out of the schedule") {
     // Each such node used to wait its six hours inside the sample schedule (as many entries
     // as the responsive ring holds): once it was full, no new node was sampled at all.
