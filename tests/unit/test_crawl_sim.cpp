@@ -630,12 +630,7 @@ TEST_CASE("a retry's lookup runs even for a hash looked up moments ago") {
     sim::network_options no;
     no.seed = 62;
     harness h(no);
-    const auto ids = h.net.add_spread_v4(200);
-    h.net.wire(12, 6);
-    for (const auto i : ids) {
-        h.net.node(i).bep51 = true;
-        h.net.node(i).interval = 120;
-    }
+    add_bep51_nodes(h.net, 200, 12, 6, 120);
     const std::vector<endpoint> peers = {{ip_address::v4(0x46000001u), 51413}};
     const auto idx = h.net.store_hash(h.net.random_id(), peers, 3);
     const id20 hash = h.net.hash_at(idx).hash;
