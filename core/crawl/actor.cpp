@@ -88,13 +88,17 @@ std::vector<krpc::node_entry> actor::routing_to_save(std::size_t max) {
     maybe_publish(clock_.now());
     const auto snap = ring_.snapshot();
     if (!snap || max == 0) return out;
+    const std::size_t from_pool = std::min(pool_.size(), max / 4);
+    const std::size_t from_ring = max - from_pool;
     const std::size_t total = snap->size();
     // Every k-th node of the id-sorted lists: the whole id space, not one corner of it.
-    const std::size_t step = std::max<std::size_t>(1, (total + max - 1) / max);
+    const std::size_t step = std::max<std::size_t>(1, (total + from_ring - 1) / from_ring);
     for (auto f : {krpc::ip_family::v4, krpc::ip_family::v6}) {
         const auto entries = snap->entries(f);
-        for (std::size_t i = 0; i < entries.size() && out.size() < max; i += step) out.push_back(entries[i]);
+        for (std::size_t i = 0; i < entries.size() && out.size() < from_ring; i += step) out.push_back(entries[i]);
     }
+    // The ring first: a restart queries the saved nodes in this order.
+    pool_.sample(max - out.size(), out);
     return out;
 }
 

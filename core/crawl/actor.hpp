@@ -114,8 +114,10 @@ public:
     /// Nodes saved by an earlier run: queried first (they go to the head of an empty pool),
     /// and the first bootstrap round waits one query timeout for them. Before the first turn.
     void seed_saved_nodes(std::span<const krpc::node_entry> nodes);
-    /// Up to `max` responsive nodes, spread over the id space, for the next run (from a
-    /// snapshot published now). Same thread as turn().
+    /// Up to `max` nodes for the next run: responsive ones spread over the id space (from a
+    /// snapshot published now), then a sample of the pool in what is left (at least a quarter
+    /// of `max` when the pool holds that many), so a crawler stopped before its ring filled
+    /// still leaves enough to start from. Same thread as turn().
     std::vector<krpc::node_entry> routing_to_save(std::size_t max);
 
     /// One turn: handle queued events, expire queries, bootstrap when due, publish the

@@ -211,6 +211,20 @@ std::optional<pool_node> node_pool::pop() {
     return remove_oldest();
 }
 
+void node_pool::sample(std::size_t max, std::vector<pool_node>& out) const {
+    if (max == 0 || size_ == 0) return;
+    const std::size_t step = std::max<std::size_t>(1, (size_ + max - 1) / max);
+    std::size_t taken = 0;
+    const auto take = [&](const auto& r, std::uint32_t flag) {
+        for (std::size_t i = 0; i < r.count && taken < max; i += step, ++taken) {
+            const std::size_t pos = (r.head + i) % r.cap;
+            out.push_back(node_at(static_cast<std::uint32_t>(pos) | flag));
+        }
+    };
+    take(v4_, 0);
+    take(v6_, v6_flag);
+}
+
 void node_pool::clear() noexcept {
     index_.clear();
     v4_.head = v4_.count = 0;

@@ -73,6 +73,9 @@ public:
     std::optional<pool_node> pop();
     /// True when `ep` (canonical form) is waiting in the pool.
     bool contains(const endpoint& ep) const;
+    /// Appends up to `max` waiting nodes to `out`, every k-th of each family's queue, so the
+    /// sample spans the whole queue (what a restart may start from besides the ring).
+    void sample(std::size_t max, std::vector<pool_node>& out) const;
     /// Drops every node; counters are kept.
     void clear() noexcept;
 

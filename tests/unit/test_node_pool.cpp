@@ -2,6 +2,7 @@
 // endpoints), subnet_counter (in-flight caps per /24 or /64) and the slot_index they share.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -96,6 +97,41 @@ TEST_CASE("strict FIFO across families: the order bits interleave both rings") {
         REQUIRE(got);
         CHECK(*got == want);
     }
+}
+
+TEST_CASE("sample: at most max waiting nodes, spread over the queue, both families, the pool unchanged") {
+    manual_clock c;
+    address_policy policy;
+    node_pool pool(c, policy, pool_opts(1000));
+    // Popped nodes must not appear: the rings' heads moved past them.
+    for (std::uint32_t i = 0; i < 1000; ++i) REQUIRE(pool.push(id_of(i), i % 4 == 0 ? v6_ep(i) : v4_ep(i)) == push_result::accepted);
+    for (int i = 0; i < 200; ++i) REQUIRE(pool.pop());
+    std::vector<pool_node> waiting;
+    for (std::uint32_t i = 200; i < 1000; ++i) waiting.push_back({id_of(i), i % 4 == 0 ? v6_ep(i) : v4_ep(i)});
+
+    std::vector<pool_node> out{pool_node{}}; // appended to, not replaced
+    pool.sample(100, out);
+    REQUIRE(out.size() == 101);
+    std::size_t v6 = 0, lowest = 1000, highest = 0;
+    for (std::size_t k = 1; k < out.size(); ++k) {
+        const auto it = std::find(waiting.begin(), waiting.end(), out[k]);
+        REQUIRE(it != waiting.end()); // a waiting node, with its own id
+        const std::size_t i = 200 + static_cast<std::size_t>(it - waiting.begin());
+        lowest = std::min(lowest, i);
+        highest = std::max(highest, i);
+        v6 += out[k].ep.address.is_v6() ? 1 : 0;
+    }
+    CHECK(v6 > 0);
+    CHECK(lowest < 300);  // from the front of the queue ...
+    CHECK(highest > 700); // ... to its back
+    CHECK(pool.size() == 800);
+
+    out.clear();
+    pool.sample(5000, out); // more than it holds: every waiting node once
+    CHECK(out.size() == 800);
+    out.clear();
+    pool.sample(0, out);
+    CHECK(out.empty());
 }
 
 TEST_CASE("duplicates are refused by endpoint, whatever the id") {
