@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
     for (const char* kind : {"queries_find_node", "queries_bootstrap", "queries_sample", "queries_get_peers", "queries_ping"})
         breakdown[kind] = obs["crawl"][kind];
     breakdown["lookups_started"] = obs["crawl"]["lookups_started"];
+    breakdown["samples_received"] = obs["crawl"]["samples_received"];
     // Why the undelivered were missed: never learned, or learned and failed (by class).
     std::unordered_set<std::size_t> torrents_seen;
     for (const auto& h : hashes_seen)
@@ -205,7 +206,6 @@ int main(int argc, char** argv) {
                                 {"servable_examples", examples},
                                 {"metadata_outcomes", obs["metadata"]["outcomes"]},
                                 {"attempt_failures", obs["metadata"]["attempt_failures"]}};
-    breakdown["samples_received"] = obs["crawl"]["samples_received"];
     nlohmann::json summary{{"bench", "discovery"},
                            {"summary", true},
                            {"announced", announced},

@@ -127,7 +127,7 @@ std::size_t routing_snapshot::closest(const id20& target, std::span<node_entry> 
     std::size_t lo = 0, hi = w.e.size();
     int depth = 0;
     const prefix_index& ix = f == ip_family::v4 ? v4_index_ : v6_index_;
-    if (ix.bits > 0 && hi > out.size() && ix.first.size() == (std::size_t{1} << ix.bits) + 1) {
+    if (ix.bits > 0 && hi > out.size()) {
         const std::uint32_t p = id_prefix(target, ix.bits);
         for (unsigned j = ix.bits; j > 0; --j) {
             const unsigned free_bits = ix.bits - j;

@@ -33,7 +33,7 @@ public:
     /// Appends `item`; false (and a counted drop) when full (or when growing failed).
     bool try_push(T item) {
         {
-            std::lock_guard lock(mutex_);
+            std::lock_guard guard(lock_);
             if (size_ == slots_.size() && slots_.size() < capacity_) grow();
             if (size_ < slots_.size()) {
                 slots_[(head_ + size_) % slots_.size()] = std::move(item);
@@ -49,7 +49,7 @@ public:
 
     /// Removes the oldest item, if any.
     std::optional<T> try_pop() {
-        std::lock_guard lock(mutex_);
+        std::lock_guard guard(lock_);
         if (size_ == 0) return std::nullopt;
         std::optional<T> out(std::move(slots_[head_]));
         head_ = (head_ + 1) % slots_.size();
@@ -60,7 +60,7 @@ public:
 
     /// Moves up to `max` items into `out` (appended) under one lock; returns how many.
     std::size_t pop_batch(std::vector<T>& out, std::size_t max) {
-        std::lock_guard lock(mutex_);
+        std::lock_guard guard(lock_);
         std::size_t n = 0;
         while (size_ > 0 && n < max) {
             out.push_back(std::move(slots_[head_]));
@@ -75,7 +75,7 @@ public:
     std::size_t capacity() const noexcept { return capacity_; }
     /// Slots allocated now (grows toward capacity()).
     std::size_t allocated() const noexcept {
-        std::lock_guard lock(mutex_);
+        std::lock_guard guard(lock_);
         return slots_.size();
     }
     /// Current depth; a relaxed read for monitoring and back-pressure decisions.
@@ -98,7 +98,7 @@ private:
     }
 
     std::size_t capacity_;
-    mutable Lock mutex_;
+    mutable Lock lock_;
     std::vector<T> slots_;
     std::size_t head_ = 0;
     std::size_t size_ = 0;

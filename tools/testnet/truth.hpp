@@ -1,5 +1,6 @@
 // Writes the truth file: a JSON list, one entry per torrent, in the parser's JSON form plus
-// `seeders` ("ip:port"), `seeder_policies` (each seeder's connection policy), `announce_keys` (hex; a hybrid is announced under both of its
+// `seeders` ("ip:port"), `seeder_policies` (each seeder's connection policy), `seeder_behaviours`
+// (how each misbehaves, or "none"), `announce_keys` (hex; a hybrid is announced under both of its
 // hashes) and, in the final version, `first_served_at`. Written atomically (temp + rename).
 #pragma once
 
