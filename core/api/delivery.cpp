@@ -8,6 +8,10 @@ namespace {
 
 void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
 
+metadata::gate_verdict verdict_of(bool pass) noexcept {
+    return pass ? metadata::gate_verdict::fetch : metadata::gate_verdict::skip;
+}
+
 template <class... F>
 struct overloaded : F... {
     using F::operator()...;
@@ -61,10 +65,10 @@ void event_delivery::close_input() noexcept {
             }
         }
     }
-    // The rounds behind them are being cancelled: their continuations only wake a job
-    // that is gone, so nothing reaches the application.
+    // The rounds behind them are being cancelled: a gate never asked starts no round, and
+    // a torrent never offered was not stored.
     for (auto& i : dropped) {
-        if (auto* g = std::get_if<gate_item>(&i)) g->answer(false);
+        if (auto* g = std::get_if<gate_item>(&i)) g->answer(metadata::gate_verdict::closed);
         if (auto* t = std::get_if<torrent_item>(&i)) t->answered(answer::retry);
     }
     wake_.notify_all();
@@ -93,45 +97,45 @@ bool event_delivery::join(std::optional<std::chrono::milliseconds> timeout) {
     return true;
 }
 
-bool event_delivery::push(std::deque<item>& lane, item i, std::size_t capacity, std::atomic<std::uint64_t>* dropped) {
+event_delivery::pushed event_delivery::push(std::deque<item>& lane, item&& i, std::size_t capacity,
+                                            std::atomic<std::uint64_t>* dropped, bool question) {
     {
         std::lock_guard lock(mutex_);
+        if (question && input_closed_) return pushed::closed;
         if (finished_ && ended_) {
             if (dropped) bump(*dropped);
-            return false;
+            return pushed::closed;
         }
         if (lane.size() >= capacity) {
             if (dropped) bump(*dropped);
-            return false;
+            return pushed::full;
         }
         lane.push_back(std::move(i));
     }
     wake_.notify_one();
     pollers_.notify_one();
-    return true;
+    return pushed::yes;
 }
 
-bool event_delivery::post_gate(const id20& info_hash, std::function<void(bool)> answer) {
-    {
-        std::lock_guard lock(mutex_);
-        if (input_closed_) return false;
-    }
-    return push(gates_, gate_item{info_hash, std::move(answer)}, options_.main_capacity, nullptr);
+bool event_delivery::post_gate(const id20& info_hash, std::function<void(metadata::gate_verdict)> answer) {
+    item gate = gate_item{info_hash, std::move(answer)};
+    const auto result = push(gates_, std::move(gate), options_.main_capacity, nullptr, true);
+    // Shutting down: answered at once, and not with the default, which would start a round
+    // only to cancel it.
+    if (result == pushed::closed) std::get<gate_item>(gate).answer(metadata::gate_verdict::closed);
+    return result != pushed::full;
 }
 
 bool event_delivery::post_torrent(api::delivery d, std::function<void(answer)> answered) {
-    {
-        std::lock_guard lock(mutex_);
-        if (input_closed_) return false;
-    }
-    return push(main_, torrent_item{std::move(d), std::move(answered)}, options_.main_capacity, nullptr);
+    return push(main_, torrent_item{std::move(d), std::move(answered)}, options_.main_capacity, nullptr, true) ==
+           pushed::yes;
 }
 
 bool event_delivery::post_completion(completion c, std::function<void()> done) {
     // Completions may exceed the lane by half: the cancelled rounds of a shutdown still get
     // theirs, and the workers bound how many are outstanding.
     return push(main_, completion_item{c, std::move(done)}, options_.main_capacity + options_.main_capacity / 2,
-                nullptr);
+                nullptr) == pushed::yes;
 }
 
 void event_delivery::post_error(std::string message) {
@@ -216,7 +220,7 @@ void event_delivery::run_pull(std::unique_lock<std::mutex>& lock) {
 }
 
 void event_delivery::settle_default(awaited& a) {
-    if (auto* g = std::get_if<gate_item>(&a.what)) g->answer(options_.gate_default);
+    if (auto* g = std::get_if<gate_item>(&a.what)) g->answer(verdict_of(options_.gate_default));
     // Not answered means not stored: fetch it again rather than lose it.
     if (auto* t = std::get_if<torrent_item>(&a.what)) t->answered(answer::retry);
 }
@@ -283,7 +287,7 @@ bool event_delivery::answer_event(std::uint64_t id, int value) {
     awaited a = std::move(it->second);
     awaited_.erase(it);
     lock.unlock();
-    if (auto* g = std::get_if<gate_item>(&a.what)) g->answer(value != 0);
+    if (auto* g = std::get_if<gate_item>(&a.what)) g->answer(verdict_of(value != 0));
     if (auto* t = std::get_if<torrent_item>(&a.what)) t->answered(answer_from_int(value));
     return true;
 }
@@ -308,7 +312,7 @@ void event_delivery::dispatch(item& i) {
                        bool pass = true;
                        if (handlers_.gate && !guarded("gate callback", [&] { pass = handlers_.gate(g.info_hash); }))
                            pass = false;
-                       g.answer(pass);
+                       g.answer(verdict_of(pass));
                    },
                    [&](torrent_item& t) {
                        bump(counters_.torrents);

@@ -101,7 +101,7 @@ public:
     bool join(std::optional<std::chrono::milliseconds> timeout);
 
     // The pipeline's side (metadata::application_port); any thread.
-    bool post_gate(const id20& info_hash, std::function<void(bool)> answer) override;
+    bool post_gate(const id20& info_hash, std::function<void(metadata::gate_verdict)> answer) override;
     bool post_torrent(api::delivery d, std::function<void(answer)> answered) override;
     bool post_completion(completion c, std::function<void()> done) override;
     void post_error(std::string message) override;
@@ -126,7 +126,7 @@ public:
 private:
     struct gate_item {
         id20 info_hash;
-        std::function<void(bool)> answer;
+        std::function<void(metadata::gate_verdict)> answer;
     };
     struct torrent_item {
         api::delivery d;
@@ -144,7 +144,11 @@ private:
         std::variant<gate_item, torrent_item> what;
     };
 
-    bool push(std::deque<item>& lane, item i, std::size_t capacity, std::atomic<std::uint64_t>* dropped);
+    enum class pushed : std::uint8_t { yes, full, closed };
+    /// A question (gate, torrent) is refused once input closed, checked under the lock that
+    /// close_input() takes, so none slips in behind it. `i` is moved from only when pushed.
+    pushed push(std::deque<item>& lane, item&& i, std::size_t capacity, std::atomic<std::uint64_t>* dropped,
+                bool question = false);
     std::optional<item> take_locked();
     void run();
     void run_pull(std::unique_lock<std::mutex>& lock);

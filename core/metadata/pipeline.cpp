@@ -66,7 +66,7 @@ struct job {
     bool gated = false;     ///< passed the gate: exactly one completion is owed
     bool completed = false;
     unsigned attempts = 0;
-    std::optional<bool> gate_answer;
+    std::optional<gate_verdict> gate_answer;
     std::optional<answer> ack;
     asio::steady_timer wake; ///< woken by answers from the delivery thread and by sessions
     std::vector<std::unique_ptr<asio::cancellation_signal>> sessions;
@@ -152,7 +152,7 @@ struct pipeline::impl {
     void count_tries(const session_result& r);
 
     asio::awaitable<void> run_job(std::shared_ptr<job> j);
-    asio::awaitable<bool> gate(std::shared_ptr<job> j);
+    asio::awaitable<gate_verdict> gate(std::shared_ptr<job> j);
     template <class T, class Post>
     asio::awaitable<std::optional<T>> await_reply(std::shared_ptr<job> j, std::optional<T> job::*slot, Post post,
                                                   std::optional<std::chrono::milliseconds> timeout);
@@ -356,15 +356,15 @@ asio::awaitable<std::optional<T>> pipeline::impl::await_reply(std::shared_ptr<jo
     co_return (*j).*slot;
 }
 
-asio::awaitable<bool> pipeline::impl::gate(std::shared_ptr<job> j) {
+asio::awaitable<gate_verdict> pipeline::impl::gate(std::shared_ptr<job> j) {
     bool posted = true;
-    const auto pass = co_await await_reply<bool>(
+    const auto verdict = co_await await_reply<gate_verdict>(
         j, &job::gate_answer,
-        [&](std::function<void(bool)> reply) { return posted = app.post_gate(j->key, std::move(reply)); },
+        [&](std::function<void(gate_verdict)> reply) { return posted = app.post_gate(j->key, std::move(reply)); },
         std::chrono::milliseconds(options.gate_timeout_millis));
-    if (pass) co_return *pass;
+    if (verdict) co_return *verdict;
     if (posted && !stopping) bump(owner.counters_.gate_timeouts); // the application did not answer in time
-    co_return options.gate_default;
+    co_return options.gate_default ? gate_verdict::fetch : gate_verdict::skip;
 }
 
 asio::awaitable<claim_reply> pipeline::impl::claim(std::shared_ptr<job> j) {
@@ -400,15 +400,18 @@ asio::awaitable<bool> pipeline::impl::claimed(std::shared_ptr<job> j) {
 
 // Everything before a round's first peer: the store's claim (fresh sightings), the
 // application's gate (which has the last word), and for a retry without peers a lookup.
-// False when there is no round (the job is gone and its slot released).
+// False when there is no round: the job is gone and its slot released, or, when shutting
+// down, left for shutdown_jobs().
 asio::awaitable<bool> pipeline::impl::admitted(std::shared_ptr<job> j) {
     if (retry.store && !j->retry) {
         const bool leased = co_await claimed(j);
         if (stopping || !leased) co_return false;
     }
-    const bool pass = co_await gate(j);
-    if (stopping) co_return false;
-    if (!pass) {
+    const gate_verdict verdict = co_await gate(j);
+    // Shutting down before the application was asked: no round. The job stays for
+    // shutdown_jobs(), which gives an ungated round's lease back as due at once.
+    if (stopping || verdict == gate_verdict::closed) co_return false;
+    if (verdict == gate_verdict::skip) {
         bump(owner.counters_.gate_rejected);
         if (retry.store && j->holds_lease)
             retry.store->post_release(j->key, retry.gate_rejected_retry_secs);

@@ -23,13 +23,17 @@ using api::failure_class_count;
 using api::outcome;
 using api::outcome_count;
 
+/// The application's word on a hash before its round. `closed`: it is shutting down and
+/// was not asked, so no round starts (not a rejection: the hash is not held back for it).
+enum class gate_verdict : std::uint8_t { fetch, skip, closed };
+
 /// The application's side. Any thread; each continuation runs later on another thread and
 /// must only post back to the pipeline's own executor.
 class application_port {
 public:
     virtual ~application_port() = default;
     /// False when the queue is full (the caller applies its default).
-    virtual bool post_gate(const id20& info_hash, std::function<void(bool pass)> answer) = 0;
+    virtual bool post_gate(const id20& info_hash, std::function<void(gate_verdict)> answer) = 0;
     virtual bool post_torrent(delivery d, std::function<void(answer)> answered) = 0;
     /// `done` runs once the application has seen it (the pipeline frees the worker slot then).
     virtual bool post_completion(completion c, std::function<void()> done) = 0;

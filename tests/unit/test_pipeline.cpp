@@ -431,6 +431,33 @@ TEST_CASE("a hybrid answered retry under one key is not taken as delivered under
     CHECK(r.pipe.counters().sink_failures.load() == 1);
 }
 
+// The crawler closes the application's input before it stops the pipeline, so a hash can
+// reach the gate in between. It must not take the gate's default and start a round only to
+// cancel it: the host would get a completion for a hash it was never asked about.
+TEST_CASE("a hash that reaches the gate while the application is closing starts no round") {
+    test::peer_script stall;
+    stall.mode = test::peer_mode::silent;
+    const std::string dict = "d6:lengthi1e4:name6:closed12:piece lengthi16384e6:pieces20:" + std::string(20, 'p') + "e";
+    test::fake_peer peer(dict, stall);
+    auto o = rig::options();
+    o.timeout_secs = 30;
+    rig r(o);
+    r.delivery.close_input();
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    // A round would start its first attempt at once; give it the chance (bounded, and the
+    // check below does not depend on how long this took).
+    const auto until = std::chrono::steady_clock::now() + 500ms;
+    while (r.pipe.counters().jobs_started.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(5ms);
+    REQUIRE(r.pipe.counters().jobs_started.load() == 1);
+    while (r.pipe.counters().attempts.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(5ms);
+    r.stop();
+    CHECK(r.pipe.counters().attempts.load() == 0);
+    CHECK(r.a.completion_count() == 0);
+    CHECK(r.pipe.counters().gate_rejected.load() == 0); // not a rejection: the hash is not held back
+}
+
 TEST_CASE("shutdown while fetching: every gated round completes exactly once, as cancelled") {
     test::peer_script stall;
     stall.mode = test::peer_mode::silent;
