@@ -8,10 +8,11 @@ Run it with Debian's interpreter, which has python3-libtorrent (2.0.8):
 
 Session i listens (TCP, uTP and DHT on one port) on 127.<p>.<q>.1 where the /24s count up
 from --base-ip (default 127.0.10 -> 127.0.10.1, 127.0.11.1, ...), so per-IP and per-/24
-logic sees a distinct host per session. Torrents are generated deterministically from
---seed into --workdir and added in seed mode. Everything stays on 127.0.0.0/8: bootstrap
-addresses must be loopback IPv4 literals, and LSD, UPnP, NAT-PMP and the default DHT
-routers are never enabled.
+logic sees a distinct host per session; with --ipv6 every session listens on ::1 instead,
+each on its own port, and its DHT runs over IPv6. Torrents are generated deterministically
+from --seed into --workdir and added in seed mode. Everything stays on loopback: bootstrap
+addresses must be 127.A.B.C:PORT or [::1]:PORT literals, and LSD, UPnP, NAT-PMP and the
+default DHT routers are never enabled.
 
 stdout carries JSON lines (ASCII, flushed per line), stderr carries logs; see
 tests/lt/README.md for the event list and the settings used, and why.
@@ -69,15 +70,22 @@ def emit(obj):
 # ---------------------------------------------------------------- arguments
 
 def parse_endpoint(text, what):
-    m = re.fullmatch(r"(127\.\d{1,3}\.\d{1,3}\.\d{1,3}):(\d{1,5})", text.strip())
-    if not m or any(int(o) > 255 for o in m.group(1).split(".")) or not 0 < int(m.group(2)) < 65536:
-        raise argparse.ArgumentTypeError("%s must be 127.a.b.c:port (loopback IPv4 only), got %r" % (what, text))
-    return m.group(1), int(m.group(2))
+    m = re.fullmatch(r"(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[::1\]):(\d{1,5})", text.strip())
+    if (not m or (m.group(1) != "[::1]" and any(int(o) > 255 for o in m.group(1).split(".")))
+            or not 0 < int(m.group(2)) < 65536):
+        raise argparse.ArgumentTypeError("%s must be 127.a.b.c:port or [::1]:port (loopback only), got %r"
+                                         % (what, text))
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def host_port(ip, port):
+    """ip:port, with an IPv6 address in brackets (libtorrent's and our endpoints' form)."""
+    return ("[%s]:%d" if ":" in ip else "%s:%d") % (ip, port)
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bootstrap", action="append", default=[], metavar="127.A.B.C:PORT",
+    ap.add_argument("--bootstrap", action="append", default=[], metavar="127.A.B.C:PORT|[::1]:PORT",
                     type=lambda s: parse_endpoint(s, "--bootstrap"),
                     help="DHT bootstrap node (repeatable); the only routers the sessions know")
     ap.add_argument("--sessions", type=int, default=3)
@@ -86,6 +94,8 @@ def parse_args(argv):
                     help="comma list cycled over the torrents: " + ",".join(KINDS))
     ap.add_argument("--base-ip", default="127.0.10",
                     help="first session's /24 (127.A.B or 127.A.B.1); session i uses the i-th next /24")
+    ap.add_argument("--ipv6", action="store_true",
+                    help="every session on ::1 (its own port each), DHT over IPv6; --base-ip is unused")
     ap.add_argument("--port", type=int, default=0,
                     help="listen port of every session (0: an ephemeral port each, read back)")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds to run after start (hard bound)")
@@ -133,6 +143,8 @@ def parse_args(argv):
         ap.error("--sessions: the /24s run out of 127.0.0.0/8")
     if args.torrents_per_session < 0 or not 0 <= args.port < 65536 or args.duration <= 0:
         ap.error("bad --torrents-per-session, --port or --duration")
+    if args.ipv6 and args.port and args.sessions + extra > 1:
+        ap.error("--ipv6 puts every session on ::1: they need --port 0 (an ephemeral port each)")
     m = re.fullmatch(r"(\d+):(\d+)", args.piece_count_range)
     if not m or not 1 <= int(m.group(1)) <= int(m.group(2)) <= 2000:
         ap.error("--piece-count-range must be LO:HI with 1 <= LO <= HI")
@@ -149,6 +161,8 @@ def parse_args(argv):
 
 
 def session_ip(args, index):
+    if args.ipv6:
+        return "::1"
     p = args.base24 + index
     return "127.%d.%d.1" % ((p >> 8) & 255, p & 255)
 
@@ -436,10 +450,10 @@ SEED_ALERTS = (lt.alert_category.error | lt.alert_category.status | lt.alert_cat
 def base_settings(ip, port, bootstrap):
     return {
         # one explicit loopback address: a wildcard's loopback socket gets no DHT node
-        "listen_interfaces": "%s:%d" % (ip, port),
+        "listen_interfaces": host_port(ip, port),
         "outgoing_interfaces": ip,
         "enable_dht": True,
-        "dht_bootstrap_nodes": ",".join("%s:%d" % b for b in bootstrap),
+        "dht_bootstrap_nodes": ",".join(host_port(*b) for b in bootstrap),
         # nothing that reaches beyond loopback
         "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False, "enable_ip_notifier": False,
         # loopback peers share 127/8 and sessions share a /24 with nothing, but be explicit
@@ -495,13 +509,13 @@ class Seeder:
 
     @property
     def endpoint(self):
-        return "%s:%d" % (self.ip, self.port)
+        return host_port(self.ip, self.port)
 
 
 def parse_pkt(a):
     """(outgoing?, 'ip:port', decoded dict or None) of a dht_pkt_alert."""
     text = a.message()
-    m = re.match(r"(==>|<==) \[([^\]]+)\]", text)
+    m = re.match(r"(==>|<==) \[(\[[^\]]+\]:\d+|[^\]]+)\]", text)  # an IPv6 endpoint has its own brackets
     if not m:
         return None
     try:
@@ -626,8 +640,8 @@ class Leecher:
                 done.append(a.handle)
             elif kind == "listen_succeeded_alert" and self.port is None:
                 self.port = a.port
-                emit({"event": "leecher", "dht_endpoint": "%s:%d" % (self.ip, a.port),
-                      "tcp_endpoint": "%s:%d" % (self.ip, a.port)})
+                emit({"event": "leecher", "dht_endpoint": host_port(self.ip, a.port),
+                      "tcp_endpoint": host_port(self.ip, a.port)})
             elif kind in ("torrent_error_alert", "listen_failed_alert"):
                 log("leecher", kind, a.message())
         for h in done:
