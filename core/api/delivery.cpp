@@ -66,10 +66,10 @@ void event_delivery::close_input() noexcept {
         }
     }
     // The rounds behind them are being cancelled: a gate never asked starts no round, and
-    // a torrent never offered was not stored.
+    // a torrent never offered ends its round cancelled.
     for (auto& i : dropped) {
         if (auto* g = std::get_if<gate_item>(&i)) g->answer(metadata::gate_verdict::closed);
-        if (auto* t = std::get_if<torrent_item>(&i)) t->answered(answer::retry);
+        if (auto* t = std::get_if<torrent_item>(&i)) t->answered(std::nullopt);
     }
     wake_.notify_all();
     pollers_.notify_all();
@@ -126,9 +126,11 @@ bool event_delivery::post_gate(const id20& info_hash, std::function<void(metadat
     return result != pushed::full;
 }
 
-bool event_delivery::post_torrent(api::delivery d, std::function<void(answer)> answered) {
-    return push(main_, torrent_item{std::move(d), std::move(answered)}, options_.main_capacity, nullptr, true) ==
-           pushed::yes;
+bool event_delivery::post_torrent(api::delivery d, std::function<void(metadata::torrent_reply)> answered) {
+    item torrent = torrent_item{std::move(d), std::move(answered)};
+    const auto result = push(main_, std::move(torrent), options_.main_capacity, nullptr, true);
+    if (result == pushed::closed) std::get<torrent_item>(torrent).answered(std::nullopt);
+    return result != pushed::full;
 }
 
 bool event_delivery::post_completion(completion c, std::function<void()> done) {

@@ -102,7 +102,7 @@ public:
 
     // The pipeline's side (metadata::application_port); any thread.
     bool post_gate(const id20& info_hash, std::function<void(metadata::gate_verdict)> answer) override;
-    bool post_torrent(api::delivery d, std::function<void(answer)> answered) override;
+    bool post_torrent(api::delivery d, std::function<void(metadata::torrent_reply)> answered) override;
     bool post_completion(completion c, std::function<void()> done) override;
     void post_error(std::string message) override;
     /// Dropped (and counted) when the lane is full or nobody listens.
@@ -130,7 +130,7 @@ private:
     };
     struct torrent_item {
         api::delivery d;
-        std::function<void(answer)> answered;
+        std::function<void(metadata::torrent_reply)> answered;
     };
     struct completion_item {
         completion c;

@@ -67,7 +67,7 @@ struct job {
     bool completed = false;
     unsigned attempts = 0;
     std::optional<gate_verdict> gate_answer;
-    std::optional<answer> ack;
+    std::optional<torrent_reply> ack;
     asio::steady_timer wake; ///< woken by answers from the delivery thread and by sessions
     std::vector<std::unique_ptr<asio::cancellation_signal>> sessions;
     time_point queued_at{};
@@ -89,9 +89,15 @@ struct job {
     }
 };
 
+/// How a gated round ends when the pipeline shuts down around it (not an attempt).
+completion cancelled(const job& j) {
+    return make_completion(j.key, outcome::cancelled, failure_class::none, j.attempts, std::nullopt);
+}
+
 /// A torrent handed to the application: rounds of its other key wait for the answer.
 struct handover {
-    std::optional<answer> answered;
+    bool settled = false;
+    torrent_reply answered; ///< nullopt once settled: never offered (shutting down)
     std::vector<std::weak_ptr<job>> waiting;
 };
 
@@ -162,7 +168,7 @@ struct pipeline::impl {
     asio::awaitable<void> await_peers(std::shared_ptr<job> j);
     asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
                                                               std::vector<endpoint> peers);
-    asio::awaitable<answer> deliver(std::shared_ptr<job> j, delivery d);
+    asio::awaitable<torrent_reply> deliver(std::shared_ptr<job> j, delivery d);
     /// A session that timed out while the memory budget held its requests back failed for
     /// our want of memory, not the peer's: size_limit (not cached against the peer).
     void starved_as_size_limit(const shared_pieces& pieces, std::vector<session_result>& results) {
@@ -533,12 +539,16 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
     co_return results;
 }
 
-asio::awaitable<answer> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d) {
+asio::awaitable<torrent_reply> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d) {
     // No time limit: a slow application slows fetching; shutdown ends the wait.
-    const auto a = co_await await_reply<answer>(
-        j, &job::ack, [&](std::function<void(answer)> reply) { return app.post_torrent(std::move(d), std::move(reply)); },
+    bool posted = true;
+    const auto a = co_await await_reply<torrent_reply>(
+        j, &job::ack,
+        [&](std::function<void(torrent_reply)> reply) { return posted = app.post_torrent(std::move(d), std::move(reply)); },
         std::nullopt);
-    co_return a.value_or(answer::reject);
+    if (a) co_return *a;
+    // Its lane was full: not stored, so fetched again rather than taken as rejected.
+    co_return posted ? torrent_reply{} : torrent_reply{answer::retry};
 }
 
 asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
@@ -648,11 +658,15 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (const auto it = handovers.find(k); it != handovers.end()) earlier = it->second;
     if (earlier) {
         earlier->waiting.push_back(j);
-        while (!earlier->answered && !stopping) {
+        while (!earlier->settled && !stopping) {
             j->wake.expires_at(asio::steady_timer::time_point::max());
             co_await wait(*j);
         }
         if (stopping) co_return;
+        if (!earlier->answered) { // its torrent never reached the application: nor does this one
+            complete(*j, cancelled(*j));
+            co_return;
+        }
         if (*earlier->answered == answer::retry) {
             complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
                                          served_by, served_enc, served_tr));
@@ -669,12 +683,18 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     const auto mine = std::make_shared<handover>();
     for (const auto& k : keys) handovers[k] = mine;
     d.raw = std::move(*bytes);
-    const answer taken = co_await deliver(j, std::move(d));
+    const torrent_reply reply = co_await deliver(j, std::move(d));
     for (const auto& k : keys) handovers.erase(k);
-    mine->answered = taken;
+    if (stopping) co_return;
+    mine->settled = true;
+    mine->answered = reply;
     for (auto& w : mine->waiting)
         if (auto live = w.lock()) live->wake.cancel();
-    if (stopping) co_return;
+    if (!reply) { // never offered, the application is shutting down: neither delivered nor failed
+        complete(*j, cancelled(*j));
+        co_return;
+    }
+    const answer taken = *reply;
     if (taken == answer::retry) {
         // Not stored: nothing remembers it as delivered, so it is fetched again.
         report_sink_failure(*j);
@@ -702,7 +722,7 @@ void pipeline::impl::shutdown_jobs() {
         for (auto& s : j->sessions) s->emit(asio::cancellation_type::terminal);
         j->wake.cancel();
         if (j->gated)
-            complete(*j, make_completion(key, outcome::cancelled, failure_class::none, j->attempts, std::nullopt));
+            complete(*j, cancelled(*j));
         else if (retry.store && j->holds_lease)
             retry.store->post_release(key, 0); // not gated yet: give the lease back
     }

@@ -27,6 +27,10 @@ using api::outcome_count;
 /// was not asked, so no round starts (not a rejection: the hash is not held back for it).
 enum class gate_verdict : std::uint8_t { fetch, skip, closed };
 
+/// The application's answer to a torrent; nullopt when it is shutting down and never saw
+/// it (the round ends cancelled: neither delivered nor a failure).
+using torrent_reply = std::optional<answer>;
+
 /// The application's side. Any thread; each continuation runs later on another thread and
 /// must only post back to the pipeline's own executor.
 class application_port {
@@ -34,7 +38,7 @@ public:
     virtual ~application_port() = default;
     /// False when the queue is full (the caller applies its default).
     virtual bool post_gate(const id20& info_hash, std::function<void(gate_verdict)> answer) = 0;
-    virtual bool post_torrent(delivery d, std::function<void(answer)> answered) = 0;
+    virtual bool post_torrent(delivery d, std::function<void(torrent_reply)> answered) = 0;
     /// `done` runs once the application has seen it (the pipeline frees the worker slot then).
     virtual bool post_completion(completion c, std::function<void()> done) = 0;
     virtual void post_error(std::string message) = 0;

@@ -53,10 +53,13 @@ struct app {
     bool throw_in_torrent = false;
     int retry_first = 0;                  ///< this many torrents are answered retry (a sink failed)
     std::chrono::milliseconds torrent_delay{0};
+    std::function<void()> in_gate; ///< runs inside the gate callback, before it answers
+
 
     api::event_handlers callbacks(bool with_torrent = true) {
         api::event_handlers cb;
         cb.gate = [this](const id20& h) {
+            if (in_gate) in_gate();
             std::lock_guard l(m);
             gated.push_back(h);
             return gate_pass;
@@ -456,6 +459,27 @@ TEST_CASE("a hash that reaches the gate while the application is closing starts 
     CHECK(r.pipe.counters().attempts.load() == 0);
     CHECK(r.a.completion_count() == 0);
     CHECK(r.pipe.counters().gate_rejected.load() == 0); // not a rejection: the hash is not held back
+}
+
+// The same window after the gate: a round that passed it before the input closed fetches
+// its torrent, which the application never sees. It was neither delivered nor rejected:
+// the round must end cancelled (due again at once), not delivery_rejected (done forever).
+TEST_CASE("a torrent fetched while the application is closing is not offered, and its round completes cancelled") {
+    test::peer_script serve;
+    const std::string dict = "d6:lengthi1e4:name7:closing12:piece lengthi16384e6:pieces20:" + std::string(20, 'p') + "e";
+    test::fake_peer peer(dict, serve);
+    rig r;
+    r.a.in_gate = [&] { r.delivery.close_input(); }; // as a host that shuts down from its gate
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (r.pipe.counters().bytes_fetched.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(5ms);
+    REQUIRE(r.pipe.counters().bytes_fetched.load() > 0);
+    CHECK(r.wait_completions(1, 5s));
+    r.stop();
+    CHECK(r.a.torrents.empty());
+    REQUIRE(r.a.completions.size() == 1);
+    CHECK(r.a.completions[0].result == api::outcome::cancelled);
 }
 
 TEST_CASE("shutdown while fetching: every gated round completes exactly once, as cancelled") {
