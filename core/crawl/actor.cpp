@@ -22,8 +22,11 @@ constexpr std::size_t purge_per_turn = 512;
 constexpr std::size_t max_busy_in_a_row = 64;
 // A node that sampled nothing new is asked again after this many of its intervals.
 constexpr int stale_sample_backoff = 4;
-// A sample query its node's destination budget held back is tried again after this.
-constexpr auto sample_deferral = std::chrono::seconds(2);
+// find_node candidates parked at most (each about 60 bytes); beyond, they wait in the pool.
+constexpr std::size_t max_parked_nodes = 65'536;
+// A candidate whose subnet has its in-flight cap of queries waits this long: one of them is
+// answered or times out (request_timeout_secs) soon, and which one is not known in advance.
+constexpr auto busy_subnet_wait = std::chrono::milliseconds(250);
 
 recent_probes_options probe_options(const crawl_options& o) {
     recent_probes_options r;
@@ -43,11 +46,14 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
       discoveries_(o.scheduler.discovery_event_channel_capacity),
       lookup_requests_(o.bep51.lookup_queue_capacity), scrape_requests_(scrape_options{}.queue_capacity),
       pool_(c, policy, node_pool_options{o.pool.capacity, 100, 25, o.rate_limit.max_replacements_per_minute, seed ^ 1}),
+      parked_(std::min<std::size_t>(o.pool.capacity, max_parked_nodes)),
       recent_(probe_options(o)),
       subnets_(subnet_counter_options{o.rate_limit.max_in_flight_per_subnet, o.rate_limit.max_in_flight, seed ^ 2}),
       ring_(responsive_ring_options{o.pool.responsive_capacity, std::chrono::seconds(o.pool.responsive_ttl_secs),
                                     o.scheduler.routing_snapshot_size, seed ^ 3}),
-      transactions_(o.rate_limit.max_in_flight, seed ^ 4), lookups_(o.bep51), scrapes_(scrape_options{}),
+      transactions_(o.rate_limit.max_in_flight, seed ^ 4), lookups_(o.bep51, [this](const krpc::node_entry& n, time_point now) {
+          return sources_.query_ready_at(n.ep, n.id, now);
+      }), scrapes_(scrape_options{}),
       query_rate_(c, o.rate_limit.max_find_node_rate_per_sec, o.rate_limit.burst),
       new_destinations_(token_bucket::per_minute(c, o.rate_limit.max_new_destinations_per_minute)),
       sample_rate_(c, o.bep51.max_sample_rate_per_sec, std::max(1.0, o.bep51.max_sample_rate_per_sec)),
@@ -127,7 +133,7 @@ void actor::turn() {
                          [&](const pending_query& q) {
                              bump(stats_.timeouts);
                              subnets_.release(q.to);
-                             sources_.on_silence(q.to.address, now);
+                             sources_.on_silence(q.to, q.node_id, now);
                              handle_failure(q);
                          });
     recent_.purge(now, purge_per_turn);
@@ -160,7 +166,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         bump(stats_.reply_errors);
         // 201 is BEP-5's "generic error", which libtorrent and others send as "too many
         // requests": whatever it says, an IP that sends it gets fewer of our packets.
-        if (msg_.err.code == krpc::error_generic) sources_.on_rate_limited(r.from.address, now);
+        if (msg_.err.code == krpc::error_generic) sources_.on_rate_limited(r.from, q->node_id, now);
         // A node that answers with an error is alive: for bootstrap that is a success.
         if (q->kind == query_kind::bootstrap && q->context < bootstrap_.size()) {
             auto& src = bootstrap_[q->context];
@@ -177,7 +183,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         return;
     }
     bump(stats_.replies);
-    sources_.on_answered(r.from.address, now);
+    sources_.on_answered(r.from, msg_.id, now);
     const krpc::node_entry responder{msg_.id, r.from};
     ring_.insert(msg_.id, r.from, now, msg_.read_only);
 
@@ -399,7 +405,7 @@ void actor::maybe_bootstrap(time_point now) {
         src.answered = false;
         for (std::size_t k = 0; k < n; ++k) {
             const endpoint to = src.endpoints[src.cursor++ % src.endpoints.size()];
-            if (send_query(query_kind::bootstrap, {id20{}, to}, own_id_, static_cast<std::uint32_t>(i), now) ==
+            if (send_query(query_kind::bootstrap, {id20{}, to}, own_id_, static_cast<std::uint32_t>(i), now).result ==
                 send_result::sent)
                 ++src.awaiting;
         }
@@ -417,9 +423,11 @@ void actor::send_queries(time_point now) {
     query_rate_.set_rate(options_.rate_limit.max_find_node_rate_per_sec * pressure);
     set(stats_.query_rate_millis, static_cast<std::uint64_t>(query_rate_.rate() * 1000.0));
 
+    // Work a budget holds back is parked until that budget allows it (the parked find_node
+    // candidates, the sample schedule, the lookups' queues), so each step below either sends,
+    // parks something once, or finds nothing due; a turn whose work is all parked ends at once.
     std::array<krpc::node_entry, lookups::width> seeds;
     std::size_t busy_in_a_row = 0;
-    std::size_t lookups_requeued = 0;
     for (std::size_t step = 0; step < options_.scheduler.node_batch_limit; ++step) {
         if (query_rate_.available() < 1.0) {
             bump(stats_.rate_limited_turns);
@@ -435,116 +443,138 @@ void actor::send_queries(time_point now) {
             const auto e = pings_due_.front();
             pings_due_.pop_front();
             if (ring_.contains(e.ep, now) || recent_.contains(e.ep, now)) continue;
-            if (send_query(query_kind::ping, e, e.id, 0, now) != send_result::sent) admit(e, now, node_pool::origin::query);
+            if (send_query(query_kind::ping, e, e.id, 0, now).result != send_result::sent)
+                admit(e, now, node_pool::origin::query);
             continue;
         }
-        // 1. get_peers for sampled hashes: lookups start at their own rate, seeded with the
-        //    responsive nodes closest to the hash, then take precedence over new crawling.
-        //    The node that sampled a hash stores its peers and is asked first; one that gave us a
-        //    whole sample (libtorrent's 20) draws more get_peers than its destination budget
-        //    sends at once. Such a hash waits at the back of the queue, rather than holding a
-        //    lookup slot or costing queries to the closest nodes before its holder can answer.
-        const auto holder = lookups_.has_queued() ? lookups_.front_holder() : std::nullopt;
-        if (holder && lookups_requeued < std::min(lookups_.queued(), max_busy_in_a_row) &&
-            !sources_.has_query_budget(holder->ep.address, now) && lookups_.requeue_front(now)) {
-            ++lookups_requeued;
-        } else if (lookups_.has_queued() && lookups_.has_free_slot() && snapshot_nodes_.snap &&
-                   lookup_rate_.available() >= 1.0) {
-            const id20 target = lookups_.front();
-            std::size_t n = snapshot_nodes_.closest(target, krpc::ip_family::v4, std::span(seeds).first(8));
-            n += snapshot_nodes_.closest(target, krpc::ip_family::v6, std::span(seeds).subspan(n, 8));
-            if (n > 0 && lookups_.start(std::span(seeds.data(), n))) {
+        // 1. get_peers for sampled hashes, then BEP-33 scrapes: both before new crawling.
+        if (send_lookup_query(now, seeds)) continue;
+        if (send_scrape_query(now, seeds)) continue;
+        // 2. BEP-51 samples from responsive nodes whose interval has passed.
+        if (!samples_due_.empty() && samples_due_.top().due <= now && sample_rate_.available() >= 1.0) {
+            send_sample_query(now);
+            continue;
+        }
+        // 3. find_node to a parked candidate whose budget is back, else the oldest in the pool.
+        if (!send_find_node(now, busy_in_a_row)) return;
+    }
+}
+
+// 1. Lookups start at their own rate, seeded with the responsive nodes closest to the hash,
+//    and take precedence over new crawling. The nodes that sampled a hash store its peers and
+//    are asked first; a hash none of whose holders can be asked yet is parked (lookups).
+bool actor::send_lookup_query(time_point now, std::span<krpc::node_entry> seeds) {
+    if (lookups_.has_queued() && lookups_.has_free_slot() && snapshot_nodes_.snap && lookup_rate_.available() >= 1.0) {
+        const auto parkings = lookups_.parkings();
+        const double parked_seconds = lookups_.parked_seconds();
+        if (const auto target = lookups_.next_to_start(now)) {
+            std::size_t n = snapshot_nodes_.closest(*target, krpc::ip_family::v4, seeds.first(8));
+            n += snapshot_nodes_.closest(*target, krpc::ip_family::v6, seeds.subspan(n, 8));
+            if (n > 0 && lookups_.start(seeds.first(n))) {
                 lookup_rate_.try_acquire();
                 bump(stats_.lookups_started);
             }
         }
-        if (auto q = lookups_.next(now)) {
-            const auto result = send_query(query_kind::get_peers, q->to, q->target, q->slot, now);
-            if (result == send_result::deferred) {
-                lookups_.on_deferred(q->slot, q->to.ep, now);
-            } else if (result != send_result::sent) {
-                lookups_.on_failure(q->slot, q->to.ep);
-            }
-            continue;
-        }
-        if (send_scrape_query(now, seeds)) continue;
-        // 2. BEP-51 samples from responsive nodes whose interval has passed.
-        if (!samples_due_.empty() && samples_due_.top().due <= now && sample_rate_.available() >= 1.0) {
-            const auto s = samples_due_.top();
-            samples_due_.pop();
-            sample_scheduled_.erase(s.node.ep);
-            // Responsive still, even when a busy ring has already let it go: sampling runs
-            // slower than a crawl finds new nodes, so the first turns wait minutes.
-            const bool responsive =
-                ring_.contains(s.node.ep, now) || now - s.answered < std::chrono::seconds(options_.pool.responsive_ttl_secs);
-            if (responsive) {
-                sample_rate_.try_acquire();
-                const auto result = send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now);
-                if (result == send_result::deferred)
-                    schedule_sample(s.node, now + sample_deferral, s.answered);
-                else if (result != send_result::sent)
-                    schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs), s.answered);
-            }
-            continue;
-        }
-        // 3. find_node to the oldest candidate in the pool.
-        if (pool_.empty()) return;
-        if (new_destinations_.available() < 1.0) {
-            bump(stats_.refused_new_destination);
-            return;
-        }
-        const auto node = pool_.pop();
-        if (!node) return;
-        if (recent_.contains(node->ep, now)) {
-            bump(stats_.skipped_recent);
-            continue;
-        }
-        if (subnets_.in_flight(node->ep.address) >= subnets_.per_subnet_max()) {
-            // Its subnet is busy: back of the line. A pool full of one subnet (a flood from
-            // one network) must not make every turn spin through the whole batch.
-            bump(stats_.refused_subnet);
-            pool_.push(*node);
-            if (++busy_in_a_row == max_busy_in_a_row) return;
-            continue;
-        }
-        busy_in_a_row = 0;
-        const auto result = send_query(query_kind::find_node, *node, crawl_target(), 0, now);
-        if (result == send_result::sent) {
-            new_destinations_.try_acquire();
-        } else if (result == send_result::refused) {
-            pool_.push(*node);
-        } else if (result == send_result::deferred) {
-            // Its IP has had its share for now: back of the line, like a busy subnet.
-            pool_.push(*node);
-            if (++busy_in_a_row == max_busy_in_a_row) return;
-        }
+        bump(stats_.deferred_destination, lookups_.parkings() - parkings);
+        bump(stats_.deferred_micros, static_cast<std::uint64_t>((lookups_.parked_seconds() - parked_seconds) * 1e6));
+    }
+    const auto q = lookups_.next(now);
+    if (!q) return false;
+    const auto sent = send_query(query_kind::get_peers, q->to, q->target, q->slot, now);
+    if (sent.result == send_result::deferred) {
+        note_deferral(now, sent.ready_at);
+        lookups_.on_deferred(q->slot, q->to.ep, sent.ready_at);
+    } else if (sent.result != send_result::sent) {
+        lookups_.on_failure(q->slot, q->to.ep);
+    }
+    return true;
+}
+
+// 2. A sample whose node's budget is spent is scheduled again for when it is back.
+void actor::send_sample_query(time_point now) {
+    const auto s = samples_due_.top();
+    samples_due_.pop();
+    sample_scheduled_.erase(s.node.ep);
+    // Responsive still, even when a busy ring has already let it go: sampling runs slower
+    // than a crawl finds new nodes, so the first turns wait minutes.
+    const bool responsive =
+        ring_.contains(s.node.ep, now) || now - s.answered < std::chrono::seconds(options_.pool.responsive_ttl_secs);
+    if (!responsive) return;
+    sample_rate_.try_acquire();
+    const auto sent = send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now);
+    if (sent.result == send_result::deferred) {
+        note_deferral(now, sent.ready_at);
+        schedule_sample(s.node, sent.ready_at, s.answered);
+    } else if (sent.result != send_result::sent) {
+        schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs), s.answered);
     }
 }
 
-actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to, const id20& target,
+// 3. One find_node. False when the turn should end (nothing to crawl now, or the
+//    new-destination budget is spent).
+bool actor::send_find_node(time_point now, std::size_t& busy_in_a_row) {
+    if (new_destinations_.available() < 1.0) {
+        bump(stats_.refused_new_destination);
+        return false;
+    }
+    auto node = parked_.pop_due(now);
+    if (!node) node = pool_.pop();
+    if (!node) return false;
+    if (recent_.contains(node->ep, now)) {
+        bump(stats_.skipped_recent);
+        return true;
+    }
+    const auto park = [&](time_point until) {
+        if (parked_.park(*node, until)) return true;
+        // A full parking: back of the line instead, never dropped. A pool full of one spent
+        // destination must not make every turn spin through the whole batch.
+        pool_.push(*node);
+        return ++busy_in_a_row < max_busy_in_a_row;
+    };
+    const auto sent = send_query(query_kind::find_node, *node, crawl_target(), 0, now);
+    switch (sent.result) {
+    case send_result::sent:
+        busy_in_a_row = 0;
+        new_destinations_.try_acquire();
+        return true;
+    case send_result::refused: return park(sent.ready_at); // its subnet is busy
+    case send_result::deferred:
+        note_deferral(now, sent.ready_at);
+        return park(sent.ready_at);
+    case send_result::no_rate: pool_.push(*node); return false;
+    case send_result::backed_off: // it sent error 201 or went silent
+    case send_result::inadmissible: return true;
+    }
+    return true;
+}
+
+void actor::note_deferral(time_point now, time_point until) {
+    bump(stats_.deferred_destination);
+    if (until > now)
+        bump(stats_.deferred_micros,
+             static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(until - now).count()));
+}
+
+actor::send_outcome actor::send_query(query_kind kind, const krpc::node_entry& to, const id20& target,
                                      std::uint32_t context, time_point now) {
     if (!policy_.admissible(to.ep)) {
         bump(stats_.refused_policy);
-        return send_result::refused;
+        return {send_result::inadmissible};
     }
     switch (subnets_.try_acquire(to.ep)) {
     case subnet_acquire::ok: break;
-    case subnet_acquire::subnet_full: bump(stats_.refused_subnet); return send_result::refused;
-    case subnet_acquire::total_full: bump(stats_.refused_in_flight); return send_result::no_rate;
+    case subnet_acquire::subnet_full: bump(stats_.refused_subnet); return {send_result::refused, now + busy_subnet_wait};
+    case subnet_acquire::total_full: bump(stats_.refused_in_flight); return {send_result::no_rate};
     }
-    // Every datagram to one IP counts, answers too (the node draws on the same table).
-    switch (sources_.try_query(to.ep.address, now)) {
-    case send_verdict::ok: break;
-    case send_verdict::backed_off:
+    // Every datagram to a node and to its IP counts, answers too (the node draws on the same table).
+    const auto budget = sources_.try_query(to.ep, to.id, now);
+    if (budget.verdict != send_verdict::ok) {
         subnets_.release(to.ep);
-        bump(stats_.skipped_backoff);
-        return send_result::backed_off;
-    case send_verdict::over_budget:
-    case send_verdict::over_answer_budget:
-    case send_verdict::table_full:
-        subnets_.release(to.ep);
-        bump(stats_.deferred_destination);
-        return send_result::deferred;
+        if (budget.verdict == send_verdict::backed_off) {
+            bump(stats_.skipped_backoff);
+            return {send_result::backed_off, budget.ready_at};
+        }
+        return {send_result::deferred, budget.ready_at};
     }
     // A get_peers reply must name the hash looked up, not the node asked (handle_reply).
     const auto t = transactions_.open(
@@ -552,7 +582,7 @@ actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to
     if (!t) {
         subnets_.release(to.ep);
         bump(stats_.refused_in_flight);
-        return send_result::no_rate;
+        return {send_result::no_rate};
     }
     const krpc::query_header h{std::string_view(t->data(), t->size()), sender_id_for(to.id), {}};
     packet_.clear();
@@ -586,7 +616,7 @@ actor::send_result actor::send_query(query_kind kind, const krpc::node_entry& to
     // A datagram the transport refused stays an open transaction and times out like a lost
     // one: one failure path instead of two, and the budget was spent anyway.
     if (!encoded || !out_.send(to.ep, packet_)) bump(stats_.send_failed);
-    return send_result::sent;
+    return {send_result::sent, now};
 }
 
 // 1b. BEP-33 scrapes the application asked for: started when a slot is free, seeded like a
@@ -600,7 +630,7 @@ bool actor::send_scrape_query(time_point now, std::span<krpc::node_entry> seeds)
     }
     const auto q = scrapes_.next();
     if (!q) return false;
-    if (send_query(query_kind::scrape, q->to, q->target, q->slot, now) != send_result::sent)
+    if (send_query(query_kind::scrape, q->to, q->target, q->slot, now).result != send_result::sent)
         report_scrape(scrapes_.on_failure(q->slot, q->to.ep));
     return true;
 }
@@ -631,6 +661,8 @@ void actor::publish_stats() {
     set(stats_.pool_querier_size, pool_.querier_count());
     set(stats_.in_flight, transactions_.in_flight());
     set(stats_.lookups_dropped, lookups_.dropped());
+    set(stats_.lookup_holders_added, lookups_.holders_added());
+    set(stats_.parked_size, parked_.size());
     set(stats_.discoveries_dropped, discoveries_.dropped());
     set(stats_.replies_dropped, replies_.dropped());
 }

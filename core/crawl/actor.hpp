@@ -17,6 +17,7 @@
 #include "crawl/lookups.hpp"
 #include "crawl/node_pool.hpp"
 #include "crawl/options.hpp"
+#include "crawl/parked_nodes.hpp"
 #include "crawl/rate_limiter.hpp"
 #include "crawl/recent_probes.hpp"
 #include "crawl/responsive_ring.hpp"
@@ -58,7 +59,9 @@ struct crawl_stats {
     std::atomic<std::uint64_t> refused_subnet{0};
     std::atomic<std::uint64_t> refused_in_flight{0};
     std::atomic<std::uint64_t> refused_policy{0};    ///< destinations refused by the address policy
-    std::atomic<std::uint64_t> deferred_destination{0}; ///< queries held back by the per-destination budget
+    std::atomic<std::uint64_t> deferred_destination{0}; ///< work parked until a destination budget allows it
+    std::atomic<std::uint64_t> deferred_micros{0};       ///< ... and how long, together (microseconds)
+    std::atomic<std::uint64_t> parked_size{0};           ///< find_node candidates parked now
     std::atomic<std::uint64_t> skipped_backoff{0};   ///< queries not sent: the IP sent error 201 or went silent
     std::atomic<std::uint64_t> pool_querier_size{0}; ///< pooled nodes learned only from their queries
     std::atomic<std::uint64_t> querier_share_full{0}; ///< queriers not pooled: their share is full
@@ -77,6 +80,7 @@ struct crawl_stats {
     std::atomic<std::uint64_t> sample_skipped_remembered{0}; ///< met again while remembered: not asked
     std::atomic<std::uint64_t> lookups_started{0};
     std::atomic<std::uint64_t> lookups_dropped{0};
+    std::atomic<std::uint64_t> lookup_holders_added{0}; ///< a waiting hash sampled by one more node
     std::atomic<std::uint64_t> lookup_peers{0};      ///< peers found for sampled hashes
     std::atomic<std::uint64_t> retry_lookups{0};     ///< lookups asked for by the retry side
     std::atomic<std::uint64_t> queries_scrape{0};    ///< get_peers with scrape=1 (BEP-33)
@@ -154,9 +158,14 @@ private:
     enum class send_result : std::uint8_t {
         sent,
         no_rate,    ///< a global cap (in flight, budget): nothing more this turn
-        refused,    ///< this destination, now (policy, busy subnet)
+        refused,    ///< this destination, now (its subnet has its cap in flight)
         deferred,   ///< this destination's own budget is spent: later
         backed_off, ///< this destination sent error 201 or went silent: not for a while
+        inadmissible, ///< the address policy refuses this destination
+    };
+    struct send_outcome {
+        send_result result;
+        time_point ready_at{}; ///< deferred or refused: when to try that destination again
     };
 
     void handle_reply(const dht::inbound_reply& r, time_point now);
@@ -171,8 +180,12 @@ private:
     void maybe_bootstrap(time_point now);
     void maybe_publish(time_point now);
     void send_queries(time_point now);
-    send_result send_query(query_kind kind, const krpc::node_entry& to, const id20& target, std::uint32_t context,
-                           time_point now);
+    send_outcome send_query(query_kind kind, const krpc::node_entry& to, const id20& target, std::uint32_t context,
+                            time_point now);
+    bool send_lookup_query(time_point now, std::span<krpc::node_entry> seeds);
+    void send_sample_query(time_point now);
+    bool send_find_node(time_point now, std::size_t& busy_in_a_row);
+    void note_deferral(time_point now, time_point until);
     id20 crawl_target();
     id20 sender_id_for(const id20& node_id) const;
     void publish_stats();
@@ -195,6 +208,8 @@ private:
     std::vector<krpc::node_entry> discovery_batch_;
 
     node_pool pool_;
+    parked_nodes parked_; // find_node candidates waiting for a budget; never dropped: a full
+                          // parking sends them back to the pool
     recent_probes recent_;
     subnet_counter subnets_;
     responsive_ring ring_;

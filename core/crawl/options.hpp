@@ -22,11 +22,16 @@ struct rate_limit_options {
     /// Share of the two answer budgets above kept for sources that answered our queries
     /// within crawl.pool.responsive_ttl_secs: a flood of strangers cannot take it.
     unsigned trusted_response_percent = 20;
-    /// Every KRPC datagram to one IP (queries and answers): libtorrent ignores an IP for 5
-    /// minutes past 5 packets/s over 10 s. rate x 10 s + burst = 30 in any 10 s.
+    /// Every KRPC datagram to one node (IP and port; queries and answers): libtorrent's
+    /// blocker, one per session, ignores an IP for 5 minutes past 5 packets/s over 10 s.
+    /// rate x 10 s + burst = 30 in any 10 s; answers first (crawl/source_table.hpp).
     double max_packets_per_destination_per_sec = 2;
     double destination_burst = 10;
-    /// IPs whose budgets and back-off are tracked (they cost what is used).
+    /// Every KRPC datagram to one IP, all its nodes together (CGNAT, a seedbox host): 8 nodes'
+    /// worth, what one address can draw from us.
+    double max_packets_per_ip_per_sec = 16;
+    double ip_burst = 80;
+    /// IPs whose budgets are tracked, and as many nodes (they cost what is used).
     std::size_t tracked_sources = 16'384;
     unsigned metadata_pressure_floor_percent = 25;
     std::size_t max_in_flight_per_subnet = 8;

@@ -30,12 +30,12 @@ response_budget::response_budget(const clock& c, const crawl::rate_limit_options
       trusted_{share_of(c, o.max_response_rate_per_sec, std::min(o.trusted_response_percent, 100u)),
                share_of(c, o.max_response_bytes_per_sec, std::min(o.trusted_response_percent, 100u))} {}
 
-bool response_budget::allow(const ip_address& to, krpc::method m, std::size_t bytes) {
+bool response_budget::allow(const endpoint& to, const id20& id, krpc::method m, std::size_t bytes) {
     const auto cls = class_of(m);
     const time_point now = clock_.now(); // one read for every budget
     // The per-source and per-destination checks come first and take nothing: one flooding
     // IP must not drain the global budgets with answers its own budget then refuses.
-    const auto check = sources_.check_answer(to, now);
+    const auto check = sources_.check_answer(to, id, now);
     if (check.verdict != crawl::send_verdict::ok) return false;
     if (!shared_.take(bytes, cls, now)) {
         if (!check.trusted || !trusted_.take(bytes, cls, now)) return false;
@@ -70,7 +70,7 @@ void node::handle(const endpoint& from, std::string_view payload) {
     // bytes. The fast path gives exactly what the generic one would, or declines.
     if (krpc::parse_query_fast(payload, msg_)) {
         bump(counters_.rx_queries);
-        if (responder_.answer(msg_, from, reply_)) answer(from, msg_.query.kind);
+        if (responder_.answer(msg_, from, reply_)) answer(from, msg_.id, msg_.query.kind);
         return;
     }
     if (!bencode::decode(payload, doc_, krpc::packet_limits)) {
@@ -86,7 +86,7 @@ void node::handle(const endpoint& from, std::string_view payload) {
         const bool have_reply = parsed ? responder_.answer(msg_, from, reply_)
                                        : responder_.answer_malformed(msg_, parsed, from, reply_);
         if (!parsed) bump(counters_.rx_bad_krpc);
-        if (have_reply) answer(from, parsed.query_method);
+        if (have_reply) answer(from, parsed ? msg_.id : id20{}, parsed.query_method);
         return;
     }
     // A reply. Only the actor knows our transactions, but any `t` of the wrong length
@@ -99,8 +99,8 @@ void node::handle(const endpoint& from, std::string_view payload) {
     if (!replies_.try_push(inbound_reply{from, std::string(payload)})) bump(counters_.reply_queue_dropped);
 }
 
-void node::answer(const endpoint& from, krpc::method m) {
-    if (!budget_.allow(from.address, m, reply_.size())) {
+void node::answer(const endpoint& from, const id20& id, krpc::method m) {
+    if (!budget_.allow(from, id, m, reply_.size())) {
         bump(counters_.replies_over_budget);
         return;
     }

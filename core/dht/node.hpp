@@ -32,11 +32,13 @@ struct inbound_reply {
 class response_budget {
 public:
     response_budget(const clock& c, const crawl::rate_limit_options& o, crawl::source_table& sources);
-    /// Takes the budget for one reply of `bytes` to `to`; false when any budget refuses.
-    bool allow(const ip_address& to, krpc::method m, std::size_t bytes);
+    /// Takes the budget for one reply of `bytes` to node `id` at `to` (zero id: its query
+    /// carried none); false when any budget refuses.
+    bool allow(const endpoint& to, const id20& id, krpc::method m, std::size_t bytes);
 
     std::uint64_t refused_source() const noexcept { return sources_.stats().refused_answer_source; }
     std::uint64_t refused_destination() const noexcept { return sources_.stats().refused_answer_destination; }
+    std::uint64_t refused_ip() const noexcept { return sources_.stats().refused_answer_ip; }
     std::uint64_t refused_packets() const noexcept;
     std::uint64_t refused_bytes() const noexcept;
     /// Answers to trusted sources that only the reserved share could pay for.
@@ -84,7 +86,7 @@ public:
     const node_counters& counters() const noexcept { return counters_; }
 
 private:
-    void answer(const endpoint& from, krpc::method m);
+    void answer(const endpoint& from, const id20& id, krpc::method m);
 
     responder& responder_;
     response_budget& budget_;

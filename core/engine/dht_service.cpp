@@ -6,8 +6,10 @@ namespace {
 crawl::source_table_options source_options(const crawl::crawl_options& o, std::uint64_t seed) {
     crawl::source_table_options s;
     s.answer_rate = o.rate_limit.max_response_rate_per_source;
-    s.destination_rate = o.rate_limit.max_packets_per_destination_per_sec;
-    s.destination_burst = o.rate_limit.destination_burst;
+    s.node_rate = o.rate_limit.max_packets_per_destination_per_sec;
+    s.node_burst = o.rate_limit.destination_burst;
+    s.ip_rate = o.rate_limit.max_packets_per_ip_per_sec;
+    s.ip_burst = o.rate_limit.ip_burst;
     s.capacity = o.rate_limit.tracked_sources;
     s.trust_ttl = std::chrono::seconds(o.pool.responsive_ttl_secs);
     s.hash_seed = seed ^ 0x736f75726365;

@@ -313,7 +313,11 @@ constexpr field<cs> crawl_fields[] = {
      crawl_refused_help},
     {"refused_policy", &cs::refused_policy, C, "dhtc_crawl_refused_total", {"reason", "policy"}, crawl_refused_help},
     {"deferred_destination", &cs::deferred_destination, C, "dhtc_crawl_deferred_destination_total", {},
-     "Queries held back because their IP's per-destination budget was spent."},
+     "Queries parked until their node's or IP's destination budget (or a full source table) let them go."},
+    // Exported scaled: dhtc_crawl_deferred_destination_seconds_total, see walk().
+    {"deferred_micros", &cs::deferred_micros, C, "", {}, ""},
+    {"parked_size", &cs::parked_size, G, "dhtc_crawl_parked_size", {},
+     "find_node candidates parked until a budget lets them go."},
     {"skipped_backoff", &cs::skipped_backoff, C, "dhtc_crawl_refused_total", {"reason", "backoff"}, crawl_refused_help},
     {"pool_querier_size", &cs::pool_querier_size, G, "dhtc_crawl_pool_querier_size", {},
      "Pooled nodes learned only from their queries to us."},
@@ -353,6 +357,8 @@ constexpr field<cs> crawl_fields[] = {
      "get_peers lookups queued for retries that came due without peers."},
     {"queries_scrape", &cs::queries_scrape, C, "dhtc_crawl_queries_scrape_total", {},
      "get_peers queries with scrape=1 sent (BEP-33)."},
+    {"lookup_holders_added", &cs::lookup_holders_added, C, "dhtc_crawl_lookup_holders_added_total", {},
+     "Nodes added as holders of a hash already waiting for its lookup (another node sampled it)."},
     {"scrapes_started", &cs::scrapes_started, C, "dhtc_crawl_scrapes_started_total", {}, "Scrapes started."},
     {"scrapes_completed", &cs::scrapes_completed, C, "dhtc_crawl_scrapes_completed_total", {},
      "Scrapes ended (each answered with a scrape event)."},
@@ -510,22 +516,34 @@ void walk(const api::crawler& c, collector& out) {
                 budget.refused_bytes());
     out.counter({"dht", "budget_refused_destination"}, "dhtc_dht_budget_refused_total", {"budget", "destination"},
                 budget_help, budget.refused_destination());
+    out.counter({"dht", "budget_refused_ip"}, "dhtc_dht_budget_refused_total", {"budget", "ip"}, budget_help,
+                budget.refused_ip());
     out.counter({"dht", "trusted_reserve_used"}, "dhtc_dht_trusted_reserve_used_total", {},
                 "Answers to trusted sources that only their reserved share could pay for.",
                 budget.trusted_reserve_used());
-    // The per-IP table shared by answers and queries (relaxed counters).
+    // The per-node and per-IP table shared by answers and queries (relaxed counters).
     const auto& src = svc.sources().stats();
-    constexpr std::string_view sources_help = "Per-IP source table events, by event.";
+    constexpr std::string_view sources_help = "Per-node and per-IP source table events, by event.";
     const std::pair<std::string_view, std::uint64_t> source_events[] = {
-        {"table_full", src.refused_table_full},       {"evictions", src.evictions},
-        {"lossy_evictions", src.lossy_evictions},     {"backoffs_rate_limited", src.backoffs_rate_limited},
-        {"backoffs_silence", src.backoffs_silence},   {"query_over_destination", src.refused_query_destination},
-        {"query_backoff", src.refused_query_backoff}, {"trusted_evictions", src.trusted_evictions},
+        {"table_full", src.refused_table_full},
+        {"node_table_full", src.refused_node_table_full},
+        {"evictions", src.evictions},
+        {"lossy_evictions", src.lossy_evictions},
+        {"trusted_evictions", src.trusted_evictions},
+        {"node_evictions", src.node_evictions},
+        {"node_rebinds", src.node_rebinds},
+        {"backoffs_rate_limited", src.backoffs_rate_limited},
+        {"backoffs_silence", src.backoffs_silence},
+        {"query_over_destination", src.refused_query_destination},
+        {"query_over_ip", src.refused_query_ip},
+        {"query_backoff", src.refused_query_backoff},
     };
     for (const auto& [event, value] : source_events)
         out.counter({"dht", "sources", event}, "dhtc_dht_sources_total", {"event", event}, sources_help, value);
-    out.gauge({"dht", "sources", "size"}, "dhtc_dht_sources_size", {}, "IPs tracked by the per-IP source table.",
+    out.gauge({"dht", "sources", "size"}, "dhtc_dht_sources_size", {}, "IPs tracked by the source table.",
               static_cast<double>(svc.sources().size()));
+    out.gauge({"dht", "sources", "nodes"}, "dhtc_dht_sources_nodes", {}, "Nodes tracked by the source table.",
+              static_cast<double>(svc.sources().node_count()));
     out.counter({"dht", "announces_refused_by_policy"}, "dhtc_dht_announces_refused_by_policy_total", {},
                 "Announces dropped because the announced peer failed the address policy.",
                 svc.announces_refused_by_policy());
@@ -535,6 +553,9 @@ void walk(const api::crawler& c, collector& out) {
     emit(out, "crawl", cst, crawl_fields);
     out.gauge({}, "dhtc_crawl_query_rate", {}, "Current crawl query rate limit (queries per second), after pressure.",
               static_cast<double>(load(cst.query_rate_millis)) / 1000.0);
+    out.counter({}, "dhtc_crawl_deferred_destination_seconds_total", {},
+                "Seconds the parked queries waited for their destination budgets, together.",
+                static_cast<double>(load(cst.deferred_micros)) / 1e6);
 
     // Metadata pipeline.
     const auto& pcn = pipe.counters();

@@ -73,10 +73,13 @@ struct harness {
 
 inline std::uint64_t get(const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
-// Lifts the per-destination budget, for cases about the other budgets.
+// Lifts the per-node and per-IP destination budgets: the reference a budgeted crawl is
+// compared with, and cases about the other budgets (each says so where it calls this).
 inline void unlimited_destinations(crawl::crawl_options& o) {
     o.rate_limit.max_packets_per_destination_per_sec = 1e6;
     o.rate_limit.destination_burst = 1e6;
+    o.rate_limit.max_packets_per_ip_per_sec = 1e6;
+    o.rate_limit.ip_burst = 1e6;
 }
 
 // Largest excess of weighted events (sorted by time) over a token bucket: the max over all

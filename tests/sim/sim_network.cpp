@@ -104,6 +104,23 @@ std::vector<std::uint32_t> sim_network::add_spread_v4(std::size_t n, std::uint8_
     return out;
 }
 
+std::vector<std::uint32_t> sim_network::add_shared_ip_v4(std::size_t n, std::size_t group_min, std::size_t group_max,
+                                                         std::uint8_t first_octet) {
+    std::vector<std::uint32_t> out;
+    group_min = std::clamp<std::size_t>(group_min, 1, 1000);
+    group_max = std::clamp<std::size_t>(group_max, group_min, 1000);
+    std::size_t size = group_min;
+    while (out.size() < n) {
+        const std::size_t group = shared_v4_next_++;
+        const auto a = static_cast<std::uint8_t>(group / 250 % 250 + 1);
+        const auto b = static_cast<std::uint8_t>(group % 250 + 1);
+        for (std::size_t k = 0; k < size && out.size() < n; ++k)
+            out.push_back(add_node({v4(first_octet, a, b, 1), static_cast<std::uint16_t>(6881 + k)}));
+        size = size == group_max ? group_min : size + 1;
+    }
+    return out;
+}
+
 std::vector<std::uint32_t> sim_network::add_spread_v6(std::size_t n, std::size_t per_subnet) {
     std::vector<std::uint32_t> out;
     per_subnet = std::max<std::size_t>(per_subnet, 1);

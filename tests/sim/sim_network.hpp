@@ -130,6 +130,11 @@ public:
     std::uint32_t add_node(const endpoint& ep) { return add_node(ep, random_id()); }
     /// `n` IPv4 nodes at first_octet.a.b.h, `per_subnet` per /24 (distinct hosts), port 6881.
     std::vector<std::uint32_t> add_spread_v4(std::size_t n, std::uint8_t first_octet = 20, std::size_t per_subnet = 1);
+    /// `n` IPv4 nodes in groups that share one IP each (CGNAT, a seedbox host), on ports 6881
+    /// and up: group sizes cycle from `group_min` to `group_max`; each group has its own /24 at
+    /// first_octet.a.b.1.
+    std::vector<std::uint32_t> add_shared_ip_v4(std::size_t n, std::size_t group_min = 2, std::size_t group_max = 16,
+                                                std::uint8_t first_octet = 30);
     /// `n` IPv6 nodes in 2a00:a:b:c::/64 prefixes, `per_subnet` per /64, port 6881.
     std::vector<std::uint32_t> add_spread_v6(std::size_t n, std::size_t per_subnet = 1);
     /// `n` IPv4 nodes in the /24 of `base` (hosts 1..254, then further ports).
@@ -252,6 +257,7 @@ private:
     std::uint64_t undeliverable_ = 0;
     std::uint64_t lost_ = 0;
     std::size_t spread_v4_next_ = 0;
+    std::size_t shared_v4_next_ = 0;
     std::size_t spread_v6_next_ = 0;
 
     // Scratch for parsing; reused. send() has its own: it runs inside service.handle().

@@ -209,8 +209,8 @@ TEST_CASE("dht::node answers queries with no heap allocation once warm") {
     limits.max_response_rate_per_sec = 1e9;
     limits.max_response_bytes_per_sec = 1e12;
     limits.max_response_rate_per_source = 1e9;
-    crawl::source_table sources{crawl::source_table_options{.answer_rate = 1e9, .destination_rate = 1e9,
-                                                            .destination_burst = 1e9}};
+    crawl::source_table sources{crawl::source_table_options{
+        .answer_rate = 1e9, .node_rate = 1e9, .node_burst = 1e9, .ip_rate = 1e9, .ip_burst = 1e9}};
     dht::response_budget budget{clock, limits, sources};
     counting_transport out;
     bounded_queue<dht::inbound_reply> replies{4};

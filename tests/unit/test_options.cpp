@@ -116,7 +116,7 @@ const char* const custom_document = R"({
       "max_response_rate_per_sec": 80, "max_response_bytes_per_sec": 65536,
       "max_response_rate_per_source": 2.5, "metadata_pressure_floor_percent": 10, "max_in_flight_per_subnet": 2,
       "trusted_response_percent": 35, "max_packets_per_destination_per_sec": 1.5, "destination_burst": 6,
-      "tracked_sources": 999
+      "max_packets_per_ip_per_sec": 9.5, "ip_burst": 33, "tracked_sources": 999
     },
     "pool": {"capacity": 5000, "recent_probe_ttl_secs": 61, "responsive_capacity": 256,
              "responsive_ttl_secs": 90, "low_watermark": 4999, "max_querier_percent": 5,
@@ -168,6 +168,8 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK(rl.trusted_response_percent == 20);
     CHECK(rl.max_packets_per_destination_per_sec == 2);
     CHECK(rl.destination_burst == 10);
+    CHECK(rl.max_packets_per_ip_per_sec == 16);
+    CHECK(rl.ip_burst == 80);
     CHECK(rl.tracked_sources == 16384);
     CHECK(rl.metadata_pressure_floor_percent == 25);
     CHECK(rl.max_in_flight_per_subnet == 8);
@@ -216,7 +218,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 100);
+    CHECK(default_leaves().size() == 102);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
@@ -292,6 +294,8 @@ TEST_CASE("every key lands in its field") {
     CHECK(rl.trusted_response_percent == 35);
     CHECK(rl.max_packets_per_destination_per_sec == 1.5);
     CHECK(rl.destination_burst == 6);
+    CHECK(rl.max_packets_per_ip_per_sec == 9.5);
+    CHECK(rl.ip_burst == 33);
     CHECK(rl.tracked_sources == 999);
     CHECK(rl.metadata_pressure_floor_percent == 10);
     CHECK(rl.max_in_flight_per_subnet == 2);
