@@ -78,6 +78,14 @@ struct job {
     std::optional<claim_reply> claim;
     bool waiting_for_peers = false;
     std::optional<id20> sibling; ///< a hybrid's other key, remembered as done with this one
+    /// Per session of the last run_sessions: another round of ours had that peer open already.
+    std::vector<bool> crowded;
+
+    /// Makes `p` pickable again.
+    void untry(const endpoint& p) {
+        for (std::size_t i = 0; i < peers.size(); ++i)
+            if (peers[i] == p) tried[i] = false;
+    }
 
     void add_peer(const endpoint& p) {
         for (const auto& q : peers)
@@ -169,6 +177,10 @@ struct pipeline::impl {
     asio::awaitable<std::vector<session_result>> run_sessions(std::shared_ptr<job> j, shared_pieces& pieces,
                                                               std::vector<endpoint> peers);
     asio::awaitable<torrent_reply> deliver(std::shared_ptr<job> j, delivery d);
+    asio::awaitable<bool> ended_as_sibling(std::shared_ptr<job> j, std::vector<id20> keys,
+                                           std::optional<endpoint> served_by,
+                                           std::optional<api::stream_encryption> served_enc,
+                                           std::optional<api::stream_transport> served_tr);
     /// A session that timed out while the memory budget held its requests back failed for
     /// our want of memory, not the peer's: size_limit (not cached against the peer).
     void starved_as_size_limit(const shared_pieces& pieces, std::vector<session_result>& results) {
@@ -184,6 +196,15 @@ struct pipeline::impl {
         co_await j.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
     std::vector<endpoint> pick_peers(job& j, std::size_t max);
+    bool peer_crowded(const endpoint& peer) const {
+        const auto it = open_sessions.find(peer);
+        return it != open_sessions.end() && it->second > 0;
+    }
+    asio::awaitable<void> await_uncrowded(std::shared_ptr<job> j, std::vector<endpoint> peers);
+    // Sessions of ours open to each peer, over every round: a peer may refuse a second
+    // connection for a torrent it is already serving us (libtorrent sees our uTP connections
+    // all come from one UDP port), which a hybrid's two keys ask for side by side.
+    std::unordered_map<endpoint, unsigned, endpoint_hash> open_sessions;
     id20 random_peer_id() {
         id20 id;
         for (auto& b : id.bytes) b = static_cast<std::uint8_t>(rng());
@@ -506,6 +527,7 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
     std::vector<session_result> results(peers.size());
     std::size_t running = peers.size();
     j->sessions.clear();
+    j->crowded.assign(peers.size(), false);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_secs);
     for (std::size_t i = 0; i < peers.size(); ++i) {
         session_request req;
@@ -521,11 +543,15 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
             if (!utp) utp = utp_host::create(io.get_executor(), options.bind_v4);
             req.utp = utp;
         }
+        j->crowded[i] = peer_crowded(peers[i]);
+        ++open_sessions[peers[i]];
         auto& signal = *j->sessions.emplace_back(std::make_unique<asio::cancellation_signal>());
         asio::co_spawn(io, run_peer_session(req, pieces, static_cast<std::uint32_t>(i)),
-                       asio::bind_cancellation_slot(signal.slot(), [&results, &running, i, j](std::exception_ptr e,
-                                                                                              session_result r) {
+                       asio::bind_cancellation_slot(signal.slot(), [this, &results, &running, &peers, i,
+                                                                    j](std::exception_ptr e, session_result r) {
                            if (e) r.failure = session_failure::protocol_error; // bad_alloc inside the session
+                           if (const auto it = open_sessions.find(peers[i]); it != open_sessions.end() && --it->second == 0)
+                               open_sessions.erase(it);
                            results[i] = r;
                            if (--running == 0) j->wake.cancel();
                        }));
@@ -575,14 +601,31 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         auto results = co_await run_sessions(j, pieces, peers);
         if (stopping) co_return;
         starved_as_size_limit(pieces, results);
+        std::vector<endpoint> crowded;
         for (std::size_t i = 0; i < results.size(); ++i) {
             const auto cls = results[i].failure;
             if (cls == failure_class::none || cls == failure_class::cancelled) continue;
+            if (j->crowded[i] && (cls == failure_class::handshake_failed || cls == failure_class::disconnected)) {
+                // Refused while another round of ours had it open: not the peer's fault. It is
+                // asked again once that session ends (and that round may deliver this torrent).
+                crowded.push_back(peers[i]);
+                continue;
+            }
             bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
             if (cacheable(cls)) failures.insert(peers[i], clock.now());
             result.failure = cls;
         }
-        if (!pieces.complete()) continue;
+        if (!pieces.complete()) {
+            if (!crowded.empty()) {
+                co_await await_uncrowded(j, crowded);
+                if (stopping) co_return;
+                std::vector<id20> own_key(1, j->key);
+                if (co_await ended_as_sibling(j, std::move(own_key), std::nullopt, std::nullopt, std::nullopt))
+                    co_return;
+                for (const auto& p : crowded) j->untry(p);
+            }
+            continue;
+        }
         const std::string_view dict = pieces.bytes();
         const auto verified = [&](std::string_view b) { return sha1_id(b) == j->key || sha256_id(b) == j->key; };
         // Credit (or blame) the session that delivered the most pieces.
@@ -626,6 +669,11 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     jobs.erase(j->key);
 
     if (!bytes) {
+        // A hybrid's two keys make two rounds that run side by side against the same seeders,
+        // which may refuse the second connection for a torrent (libtorrent's uTP-only seeders
+        // did): a round that failed while its other key delivered the torrent ends as that did.
+        std::vector<id20> own_key(1, j->key);
+        if (co_await ended_as_sibling(j, std::move(own_key), std::nullopt, std::nullopt, std::nullopt)) co_return;
         complete(*j, result);
         co_return;
     }
@@ -644,42 +692,13 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         complete(*j, make_completion(j->key, outcome::fetch_failed, failure_class::parse_error, j->attempts, served_by, served_enc, served_tr));
         co_return;
     }
-    // A hybrid has two keys: whichever round finishes first delivers it, once. A round whose
-    // torrent is with the application under the other key waits for that answer: only an
-    // answer that stuck makes it a duplicate.
     const id20 v1 = to_id20(d.info.sha1);
     const id20 v2 = truncate_to_id20(d.info.sha256);
     std::vector<id20> keys;
     if (d.info.has_v1()) keys.push_back(v1);
     if (d.info.has_v2()) keys.push_back(v2);
     const bool hybrid = keys.size() == 2;
-    std::shared_ptr<handover> earlier;
-    for (const auto& k : keys)
-        if (const auto it = handovers.find(k); it != handovers.end()) earlier = it->second;
-    if (earlier) {
-        earlier->waiting.push_back(j);
-        while (!earlier->settled && !stopping) {
-            j->wake.expires_at(asio::steady_timer::time_point::max());
-            co_await wait(*j);
-        }
-        if (stopping) co_return;
-        if (!earlier->answered) { // its torrent never reached the application: nor does this one
-            complete(*j, cancelled(*j));
-            co_return;
-        }
-        if (*earlier->answered == answer::retry) {
-            complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
-                                         served_by, served_enc, served_tr));
-            co_return;
-        }
-    }
-    const auto now = clock.now();
-    if (earlier || std::any_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); })) {
-        if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
-        bump(c.duplicates);
-        complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc, served_tr));
-        co_return;
-    }
+    if (co_await ended_as_sibling(j, keys, served_by, served_enc, served_tr)) co_return;
     const auto mine = std::make_shared<handover>();
     for (const auto& k : keys) handovers[k] = mine;
     d.raw = std::move(*bytes);
@@ -706,6 +725,55 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
     complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
                                  failure_class::none, j->attempts, served_by, served_enc, served_tr));
+}
+
+// Waits until no other round of ours has any of `peers` open, at most one fetch timeout.
+asio::awaitable<void> pipeline::impl::await_uncrowded(std::shared_ptr<job> j, std::vector<endpoint> peers) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_secs);
+    while (!stopping && std::chrono::steady_clock::now() < until &&
+           std::any_of(peers.begin(), peers.end(), [&](const endpoint& p) { return peer_crowded(p); })) {
+        j->wake.expires_after(std::chrono::milliseconds(100));
+        co_await wait(*j);
+    }
+}
+
+// A hybrid has two keys: whichever round finishes first delivers it, once. A round whose
+// torrent is with the application under another of `keys` waits for that answer and ends as
+// that delivery did: cancelled when it was never offered, sink_failed when it could not be
+// stored, a duplicate when the answer stuck (or the torrent was delivered before). False, with
+// nothing done, when no other round delivered it.
+asio::awaitable<bool> pipeline::impl::ended_as_sibling(std::shared_ptr<job> j, std::vector<id20> keys,
+                                                       std::optional<endpoint> served_by,
+                                                       std::optional<api::stream_encryption> served_enc,
+                                                       std::optional<api::stream_transport> served_tr) {
+    std::shared_ptr<handover> earlier;
+    for (const auto& k : keys)
+        if (const auto it = handovers.find(k); it != handovers.end()) earlier = it->second;
+    if (earlier) {
+        earlier->waiting.push_back(j);
+        while (!earlier->settled && !stopping) {
+            j->wake.expires_at(asio::steady_timer::time_point::max());
+            co_await wait(*j);
+        }
+        if (stopping) co_return true;
+        if (!earlier->answered) { // its torrent never reached the application: nor does this one
+            complete(*j, cancelled(*j));
+            co_return true;
+        }
+        if (*earlier->answered == answer::retry) {
+            complete(*j, make_completion(j->key, outcome::sink_failed, failure_class::sink_failed, j->attempts,
+                                         served_by, served_enc, served_tr));
+            co_return true;
+        }
+    }
+    const auto now = clock.now();
+    if (!earlier && std::none_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); }))
+        co_return false;
+    if (keys.size() == 2) j->sibling = j->key == keys[0] ? keys[1] : keys[0];
+    bump(owner.counters_.duplicates);
+    complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc,
+                                 served_tr));
+    co_return true;
 }
 
 // Without a store the application hears how a torrent it could not store comes back.
