@@ -3,9 +3,9 @@
 //    recorded dormant, comes due, is leased, goes through the gate again, looks peers up,
 //    and completes its second round; after a restart on the same file, the seeders'
 //    announces are turned away by the store (done), never fetched again.
-//  - Fleet: two crawlers share one PostgreSQL database while the same seeders announce to
-//    both: each torrent is delivered exactly once across the fleet, every hash ends done or
-//    dormant.
+//  - Fleet: two crawlers share one PostgreSQL database while the same seeders, four libtorrent
+//    sessions behind one IP, announce to both: each torrent is delivered exactly once across
+//    the fleet, every hash ends done or dormant, and no session's blocker fires.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -105,13 +105,17 @@ std::set<std::string> start_swarm(test::subprocess& swarm) {
     return keys;
 }
 
+// `sessions` libtorrent sessions, each on its own IP, or with `one_ip` all on one (several
+// clients behind a NAT or on a seedbox).
 std::vector<std::string> swarm_args(const std::vector<std::string>& bootstraps, const std::string& base_ip,
-                                    const std::filesystem::path& workdir, int torrents, int duration) {
+                                    const std::filesystem::path& workdir, int torrents, int duration,
+                                    int sessions = 2, bool one_ip = false) {
     std::vector<std::string> a{"/usr/bin/python3", DHTC_LT_SWARM};
     for (const auto& b : bootstraps) a.insert(a.end(), {"--bootstrap", b});
-    a.insert(a.end(), {"--sessions", "2", "--torrents-per-session", std::to_string(torrents), "--kinds", "v1,v2",
-                       "--duration", std::to_string(duration), "--announce-interval", "5", "--base-ip", base_ip,
-                       "--workdir", workdir.string()});
+    a.insert(a.end(), {"--sessions", std::to_string(sessions), "--torrents-per-session", std::to_string(torrents),
+                       "--kinds", "v1,v2", "--duration", std::to_string(duration), "--announce-interval", "5",
+                       "--base-ip", base_ip, "--workdir", workdir.string()});
+    if (one_ip) a.emplace_back("--one-ip");
     return a;
 }
 
@@ -239,7 +243,7 @@ TEST_CASE("retry store (SQLite): done once and for good, failures retried throug
     std::filesystem::remove_all(workdir);
 }
 
-TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly once") {
+TEST_CASE("fleet: two crawlers on one PostgreSQL, four sessions on one IP, each torrent delivered exactly once") {
     const auto base = test::pg_base_or_skip();
     if (!base) return;
     const auto conninfo = test::pg_fresh_schema(*base, "retry_fleet_" + std::to_string(::getpid()));
@@ -266,9 +270,10 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
         crawlers.push_back(std::move(c));
     }
     for (auto& c : crawlers) c->start();
-    test::subprocess swarm(swarm_args(endpoints, "127.0.70", workdir / "swarm", 2, 120));
+    // Every crawler with default budgets: the four sessions behind one IP each have their own.
+    test::subprocess swarm(swarm_args(endpoints, "127.0.70", workdir / "swarm", 2, 120, 4, true));
     const auto keys = start_swarm(swarm);
-    REQUIRE(keys.size() == 4);
+    REQUIRE(keys.size() == 8);
     // Both crawlers see the same lost hash: one round at a time across the fleet.
     for (auto& c : crawlers) CHECK(c->inject_hash(refusing_sighting(lost)));
 
@@ -280,19 +285,26 @@ TEST_CASE("fleet: two crawlers on one PostgreSQL, each torrent delivered exactly
         }
         return n;
     };
+    std::vector<std::string> bans;
+    const auto drain = [&] {
+        while (const auto line = swarm.read_line(0ms)) {
+            const auto ev = nlohmann::json::parse(*line, nullptr, false);
+            if (!ev.is_discarded() && ev.value("event", "") == "dht_banned") bans.push_back(*line);
+        }
+    };
     const auto deadline = std::chrono::steady_clock::now() + 90s;
     while (delivered_total() < keys.size() && std::chrono::steady_clock::now() < deadline) {
-        while (swarm.read_line(0ms)) {
-        }
+        drain();
         std::this_thread::sleep_for(200ms);
     }
     // Several announce rounds more: any second delivery would happen now.
     const auto settle = std::chrono::steady_clock::now() + 12s;
     while (std::chrono::steady_clock::now() < settle) {
-        while (swarm.read_line(0ms)) {
-        }
+        drain();
         std::this_thread::sleep_for(200ms);
     }
+    for (const auto& b : bans) MESSAGE("a session's blocker fired: " << b);
+    CHECK(bans.empty());
     swarm.stop();
     for (auto& c : crawlers) c->close(std::nullopt);
 

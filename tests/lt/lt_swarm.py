@@ -96,6 +96,9 @@ def parse_args(argv):
                     help="first session's /24 (127.A.B or 127.A.B.1); session i uses the i-th next /24")
     ap.add_argument("--ipv6", action="store_true",
                     help="every session on ::1 (its own port each), DHT over IPv6; --base-ip is unused")
+    ap.add_argument("--one-ip", action="store_true",
+                    help="every session on --base-ip's first address (its own port each), as several "
+                         "clients behind one NAT or on one seedbox")
     ap.add_argument("--port", type=int, default=0,
                     help="listen port of every session (0: an ephemeral port each, read back)")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds to run after start (hard bound)")
@@ -123,6 +126,9 @@ def parse_args(argv):
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a libtorrent setting of the seeding sessions (repeatable)")
     ap.add_argument("--pkt-log", action="store_true", help="log every DHT packet to stderr")
+    ap.add_argument("--policies", default="",
+                    help="comma list of connection policies cycled over the sessions: "
+                         + ",".join(SESSION_POLICIES) + " (default: every session as --encryption says)")
     ap.add_argument("--encryption", choices=sorted(ENCRYPTION_POLICIES), default="enabled",
                     help="MSE/PE policy of the seeding sessions: enabled (libtorrent's default: plaintext "
                          "or PE), forced_rc4 (PE forced, RC4 only), forced_both (PE forced, plaintext "
@@ -143,8 +149,12 @@ def parse_args(argv):
         ap.error("--sessions: the /24s run out of 127.0.0.0/8")
     if args.torrents_per_session < 0 or not 0 <= args.port < 65536 or args.duration <= 0:
         ap.error("bad --torrents-per-session, --port or --duration")
-    if args.ipv6 and args.port and args.sessions + extra > 1:
-        ap.error("--ipv6 puts every session on ::1: they need --port 0 (an ephemeral port each)")
+    if (args.ipv6 or args.one_ip) and args.port and args.sessions + extra > 1:
+        ap.error("--ipv6 and --one-ip put every session on one address: they need --port 0 (an ephemeral port each)")
+    args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    bad = [p for p in args.policies if p not in SESSION_POLICIES]
+    if bad:
+        ap.error("--policies: unknown %s (choose from %s)" % (bad, ",".join(SESSION_POLICIES)))
     m = re.fullmatch(r"(\d+):(\d+)", args.piece_count_range)
     if not m or not 1 <= int(m.group(1)) <= int(m.group(2)) <= 2000:
         ap.error("--piece-count-range must be LO:HI with 1 <= LO <= HI")
@@ -163,7 +173,7 @@ def parse_args(argv):
 def session_ip(args, index):
     if args.ipv6:
         return "::1"
-    p = args.base24 + index
+    p = args.base24 + (0 if args.one_ip else index)
     return "127.%d.%d.1" % ((p >> 8) & 255, p & 255)
 
 
@@ -483,6 +493,23 @@ ENCRYPTION_POLICIES = {
 }
 
 
+# Connection policies a session may take (--policies), as the test network names them: how it
+# accepts peers (transport, encryption). --set still overrides any of these settings.
+UTP_ONLY = {"enable_incoming_tcp": False, "enable_outgoing_tcp": False}
+SESSION_POLICIES = {
+    "plaintext": {},                                                     # libtorrent's default
+    "pe_rc4": ENCRYPTION_POLICIES["forced_rc4"],                         # PE forced, RC4 only
+    "pe_plain": ENCRYPTION_POLICIES["forced_both"],                      # PE forced, plaintext payload allowed
+    "utp": UTP_ONLY,                                                     # uTP only
+    "utp_pe": dict(UTP_ONLY, **ENCRYPTION_POLICIES["forced_rc4"]),      # uTP only, PE forced
+    "tcp_only": {"enable_incoming_utp": False, "enable_outgoing_utp": False},
+}
+
+
+def session_policy(args, index):
+    return args.policies[index % len(args.policies)] if args.policies else None
+
+
 def coerce_setting(defaults, name, value):
     if name not in defaults:
         raise SystemExit("lt_swarm: unknown libtorrent setting %r" % name)
@@ -705,6 +732,8 @@ def main(argv):
     for i in range(args.sessions):
         settings = base_settings(session_ip(args, i), args.port, args.bootstrap)
         settings.update(ENCRYPTION_POLICIES[args.encryption])
+        if session_policy(args, i):
+            settings.update(SESSION_POLICIES[session_policy(args, i)])
         settings.update(overrides)
         seeders.append(Seeder(i, session_ip(args, i), settings))
     wait_until = time.monotonic() + 10
@@ -727,7 +756,7 @@ def main(argv):
         if s.node_id is None:
             s.node_id = ""
         emit({"event": "session", "index": s.index, "dht_endpoint": s.endpoint, "tcp_endpoint": s.endpoint,
-              "node_id": s.node_id})
+              "node_id": s.node_id, "policy": session_policy(args, s.index) or args.encryption})
     if args.introduce and args.sessions > 1:
         fanout = min(args.sessions - 1, 4)
         for s in seeders:

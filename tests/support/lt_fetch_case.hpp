@@ -1,7 +1,8 @@
 // One interop case against real libtorrent: a swarm of seeders (tests/lt/lt_swarm.py) with
-// a given policy announces through a fresh crawler on loopback; the crawler's deliveries
-// and completions are collected until every announced torrent arrived (or time ran out),
-// and each torrent must have been delivered exactly once. Header-only: it uses doctest.
+// a given policy announces through a fresh crawler on loopback, with the crawler's default
+// budgets; the crawler's deliveries and completions are collected until every announced
+// torrent arrived (or time ran out). Each torrent must have been delivered exactly once, and
+// no session's DoS blocker may have fired. Header-only: it uses doctest.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,16 +32,24 @@ struct lt_case {
     std::string name;          ///< for the work directory
     std::string base_ip;       ///< the seeders' 127.a.b, distinct per case (unused with ipv6)
     bool ipv6 = false;         ///< seeders and crawler on ::1: announces, peers and fetches over IPv6
-    metadata::encryption_policy encryption = metadata::encryption_policy::prefer_plaintext;
-    metadata::transport_policy transports = metadata::transport_policy::tcp;
+    bool one_ip = false;       ///< every seeder on base_ip's first address, a port each
+    int sessions = 2;
+    int torrents_per_session = 2;
+    std::string kinds = "v1,multi";
+    /// The crawler's connection policy; nothing keeps the library's default.
+    std::optional<metadata::encryption_policy> encryption = metadata::encryption_policy::prefer_plaintext;
+    std::optional<metadata::transport_policy> transports = metadata::transport_policy::tcp;
     std::vector<std::string> swarm_args; ///< e.g. --encryption forced_rc4, --set name=value
 };
 
 struct lt_case_result {
     std::size_t expected = 0;
-    std::map<std::string, int> times_delivered; // by info hash
+    std::map<std::string, int> times_delivered; // by the torrent's first announce key
+    std::map<std::string, std::string> torrent_of; // every announce key -> the first one
+    std::map<std::string, std::string> described;  // first key -> "kind, seeder's policy"
     std::vector<api::completion> completions;
     std::vector<api::delivery> deliveries;
+    std::vector<std::string> bans; ///< the swarm's dht_banned events
 };
 
 inline lt_case_result run_lt_case(const lt_case& c) {
@@ -50,7 +60,6 @@ inline lt_case_result run_lt_case(const lt_case& c) {
     cb.torrent = api::yes_no([&](const api::delivery& d) {
         std::lock_guard l(m);
         out.deliveries.push_back(d);
-        ++out.times_delivered[d.info.info_hash.hex()];
         return true;
     });
     cb.completion = [&](const api::completion& done) {
@@ -62,13 +71,10 @@ inline lt_case_result run_lt_case(const lt_case& c) {
     if (c.ipv6) {
         o.dht.mode = engine::netmode::ipv6;
         o.dht.bind_v6 = "::1";
-        // Every seeder shares ::1, where the real network has a host each: the budget per
-        // destination IP would otherwise hold the seeders' answers to one host's share.
-        o.dht.crawl.rate_limit.max_packets_per_destination_per_sec = 1e6;
-        o.dht.crawl.rate_limit.destination_burst = 1e6;
     }
-    o.metadata.encryption = c.encryption;
-    o.metadata.transports = c.transports;
+    const api::crawler_options defaults;
+    o.metadata.encryption = c.encryption.value_or(defaults.metadata.encryption);
+    o.metadata.transports = c.transports.value_or(defaults.metadata.transports);
     std::string error;
     auto crawler = api::crawler::create(o, cb, error);
     REQUIRE_MESSAGE(crawler, error);
@@ -78,33 +84,53 @@ inline lt_case_result run_lt_case(const lt_case& c) {
         std::filesystem::temp_directory_path() / ("dhtc-lt-" + c.name + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(workdir);
     std::vector<std::string> argv{"/usr/bin/python3", c.swarm_script, "--bootstrap",
-                                  crawler->dht().local_endpoints().at(0).to_string(), "--sessions", "2",
-                                  "--torrents-per-session", "2", "--kinds", "v1,multi", "--piece-count-range", "1:4",
-                                  "--duration", "120", "--announce-interval", "10", "--workdir", workdir.string()};
+                                  crawler->dht().local_endpoints().at(0).to_string(), "--sessions",
+                                  std::to_string(c.sessions), "--torrents-per-session",
+                                  std::to_string(c.torrents_per_session), "--kinds", c.kinds, "--piece-count-range",
+                                  "1:4", "--duration", "150", "--announce-interval", "10", "--workdir", workdir.string()};
     if (c.ipv6)
         argv.emplace_back("--ipv6");
     else
         argv.insert(argv.end(), {"--base-ip", c.base_ip});
+    if (c.one_ip) argv.emplace_back("--one-ip");
     argv.insert(argv.end(), c.swarm_args.begin(), c.swarm_args.end());
     subprocess swarm(argv);
 
     std::set<std::string> keys;
-    REQUIRE(read_swarm_setup(swarm, 90s, [&](const nlohmann::json& ev) {
-        keys.insert(ev.at("announce_hashes").at(0).get<std::string>());
-    }));
+    std::map<int, std::string> policy_of_session;
+    REQUIRE(read_lt_swarm_setup(swarm, 90s, [&](const nlohmann::json& ev) {
+                const auto kind = ev.value("event", "");
+                if (kind == "session") policy_of_session[ev.at("index").get<int>()] = ev.value("policy", "");
+                if (kind != "torrent") return;
+                const auto first = ev.at("announce_hashes").at(0).get<std::string>();
+                keys.insert(first);
+                // A hybrid is announced under both keys, and may be delivered under either.
+                for (const auto& k : ev.at("announce_hashes")) out.torrent_of[k.get<std::string>()] = first;
+                out.described[first] = ev.value("kind", "") + " from a " +
+                                       policy_of_session[ev.at("session").get<int>()] + " seeder";
+            }).ready);
     out.expected = keys.size();
-    REQUIRE(out.expected == 4);
-    wait_for_crawler(swarm, 90s, [&] {
-        std::lock_guard l(m);
-        return out.deliveries.size() >= out.expected;
-    });
+    REQUIRE(out.expected == static_cast<std::size_t>(c.sessions * c.torrents_per_session));
+    wait_for_crawler(
+        {&swarm}, 120s,
+        [&] {
+            std::lock_guard l(m);
+            return out.deliveries.size() >= out.expected;
+        },
+        [&](std::size_t, const nlohmann::json& ev) {
+            if (ev.value("event", "") == "dht_banned") out.bans.push_back(ev.dump());
+        });
     swarm.stop();
     crawler->close(std::nullopt);
     std::filesystem::remove_all(workdir);
 
     std::lock_guard l(m);
+    for (const auto& d : out.deliveries) ++out.times_delivered[out.torrent_of[d.info.info_hash.hex()]];
     for (const auto& k : keys)
-        CHECK_MESSAGE(out.times_delivered[k] == 1, k << " delivered " << out.times_delivered[k] << " times");
+        CHECK_MESSAGE(out.times_delivered[k] == 1,
+                      k << " (" << out.described[k] << ") delivered " << out.times_delivered[k] << " times");
+    for (const auto& b : out.bans) MESSAGE("a session's blocker fired: " << b);
+    CHECK(out.bans.empty());
     return out;
 }
 
