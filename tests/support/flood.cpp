@@ -107,6 +107,20 @@ bool send_from(int fd, std::uint32_t from_ip, const sockaddr_in& to, std::string
     return ::sendmsg(fd, &m, 0) >= 0;
 }
 
+// Sends `bytes` to `to` from `ip`:`port` (host order) through a socket of its own, closed at
+// once: the next datagram comes from another port.
+bool send_from_port(std::uint32_t ip, std::uint16_t port, const sockaddr_in& to, std::string_view bytes) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const sockaddr_in from = to_sockaddr(endpoint{ip_address::v4(ip), port});
+    const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof from) == 0 &&
+                    ::sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) >= 0;
+    ::close(fd);
+    return ok;
+}
+
 } // namespace
 
 udp_flooder::udp_flooder(flood_options o) : options_(o) {
@@ -150,7 +164,11 @@ void udp_flooder::run() {
         }
         const std::string payload = flood_payload(options_, rng);
         const std::uint32_t source = options_.first_source + static_cast<std::uint32_t>(i % options_.sources);
-        if (!send_from(fd_, htonl(source), to, payload)) {
+        const bool sent = options_.source_ports > 0
+                              ? send_from_port(options_.first_source,
+                                               static_cast<std::uint16_t>(1024 + i % options_.source_ports), to, payload)
+                              : send_from(fd_, htonl(source), to, payload);
+        if (!sent) {
             counters_.send_errors.fetch_add(1, std::memory_order_relaxed);
             continue;
         }

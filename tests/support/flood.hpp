@@ -1,7 +1,8 @@
 // A UDP flood and a friendly node, on loopback, for the flood test and the flood benchmark.
 //
 // udp_flooder sends datagrams to one target from many loopback source addresses (one
-// wildcard socket, the source chosen per datagram with IP_PKTINFO, as tools/testnet does):
+// wildcard socket, the source chosen per datagram with IP_PKTINFO, as tools/testnet does),
+// or from one address and many source ports:
 // a mix of valid queries, garbage, absurd string lengths, deep nesting and 64 KiB
 // datagrams, at a set rate. It counts what it sent and what came back.
 //
@@ -27,6 +28,10 @@ struct flood_options {
     std::size_t sources = 50'000;
     double rate_per_sec = 5'000;
     std::size_t datagrams = 100'000;          ///< then it stops
+    /// When set, every datagram comes from first_source alone, from a source port rotating
+    /// over this many (1024 and up): one address flooding through a NAT's ports. Answers are
+    /// then not counted (each port's socket closes once its datagram is out).
+    std::size_t source_ports = 0;
     /// Percent of the mix: the rest are valid ping/find_node/get_peers queries.
     unsigned garbage_percent = 10, huge_length_percent = 5, deep_nesting_percent = 5, jumbo_percent = 2;
     std::uint64_t seed = 1;
