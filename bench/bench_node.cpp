@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
     rl.max_response_rate_per_source = 1e9;
     rl.max_packets_per_destination_per_sec = 1e9; // the budgets still run; they just never refuse
     rl.destination_burst = 1e9;
+    rl.max_packets_per_ip_per_sec = 1e9;
+    rl.ip_burst = 1e9;
     crawl::null_sink sink;
     std::string error;
     auto e = engine::dht_engine::create(o, sink, error);

@@ -92,9 +92,11 @@ nlohmann::json one_run(int run, int seconds, int sessions, bool destination_budg
     };
     auto o = test::loopback_crawler(endpoint{ip_address::v4(0x7f003c01u), static_cast<std::uint16_t>(port)});
     if (!destination_budget) {
-        // The reference: what the per-destination budget costs in time to the last torrent.
+        // The reference: what the per-node and per-IP budgets cost in time to the last torrent.
         o.dht.crawl.rate_limit.max_packets_per_destination_per_sec = 1e12;
         o.dht.crawl.rate_limit.destination_burst = 1e12;
+        o.dht.crawl.rate_limit.max_packets_per_ip_per_sec = 1e12;
+        o.dht.crawl.rate_limit.ip_burst = 1e12;
     }
     std::string error;
     auto crawler = api::crawler::create(o, h, error);

@@ -108,6 +108,15 @@ time_point source_table::ready_at(const ip_entry* ip, const node_entry* node, ti
     return at;
 }
 
+// The instant a refused query is told to come back: `ready` (the budget's next token), or
+// after the queries refused before it, one token apart.
+time_point source_table::reserve_slot(time_point& next_slot, time_point ready, double rate) const noexcept {
+    if (ready == time_point::max() || rate <= 0) return ready;
+    const time_point slot = std::max(next_slot, ready);
+    next_slot = slot + std::chrono::duration_cast<duration>(std::chrono::duration<double>(1.0 / rate));
+    return slot;
+}
+
 // ---- tracking -----------------------------------------------------------------------------
 
 std::uint32_t source_table::touch_ip(const ip_address& a, time_point now) {
@@ -261,7 +270,10 @@ source_table::query_check source_table::try_query(const endpoint& to, const id20
     const bool ip_short = ip.tokens + tolerance < 1 + ip_headroom_;
     if (node_short || ip_short) {
         ++(node_short ? counters_.refused_query_destination : counters_.refused_query_ip);
-        return {send_verdict::over_budget, ready_at(&ip, &n, now)};
+        time_point at = ready_at(&ip, &n, now);
+        if (node_short) at = std::max(at, reserve_slot(n.next_slot, at, options_.node_rate));
+        if (ip_short) at = std::max(at, reserve_slot(ip.next_slot, at, options_.ip_rate));
+        return {send_verdict::over_budget, at};
     }
     n.tokens -= 1;
     ip.tokens -= 1;

@@ -89,6 +89,8 @@ public:
 
     /// A query of ours: its verdict, and when a query to that node could go (now when sent;
     /// for a refusal, the instant its budgets or back-off allow one, so the caller can park it).
+    /// Refusals for one spent budget are told successive instants, one token apart: many
+    /// nodes parked behind one IP wake one per token, not all at each.
     struct query_check {
         send_verdict verdict = send_verdict::table_full;
         time_point ready_at{};
@@ -148,6 +150,7 @@ private:
         double answer_tokens = 0;
         double tokens = 0;          ///< the IP's ceiling, everything we send it
         time_point trusted_until{};
+        time_point next_slot{};     ///< the next query refused for its ceiling is told to wait until then
     };
     struct node_entry {
         endpoint ep;                ///< canonical
@@ -159,6 +162,7 @@ private:
         double answer_tokens = 0;   ///< its answer budget
         double tokens = 0;          ///< everything we send it; answers may take it below zero
         time_point backoff_until{};
+        time_point next_slot{};     ///< as for the IP
     };
 
     std::uint32_t touch_ip(const ip_address& canonical_address, time_point now);
@@ -169,6 +173,7 @@ private:
     void refill(ip_entry& e, time_point now) const noexcept;
     void refill(node_entry& e, time_point now) const noexcept;
     time_point ready_at(const ip_entry* ip, const node_entry* node, time_point now) const noexcept;
+    time_point reserve_slot(time_point& next_slot, time_point ready, double rate) const noexcept;
     void back_off(node_entry& e, time_point now) noexcept;
     std::uint64_t ip_hash(const ip_address& a) const noexcept;
     std::uint64_t node_hash(const endpoint& ep) const noexcept;

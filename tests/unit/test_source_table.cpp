@@ -6,6 +6,8 @@
 #include "crawl/source_table.hpp"
 #include "net/clock.hpp"
 
+#include <vector>
+
 using namespace dhtc;
 using namespace dhtc::crawl;
 using namespace std::chrono_literals;
@@ -136,7 +138,7 @@ TEST_CASE("query_ready_at says when a node's budget and back-off let a query go,
     source_table t(source_table_options{.hash_seed = 3});
     const endpoint n = ep("6.6.6.6:1");
     CHECK(t.query_ready_at(n, no_id, c.now()) == c.now()); // unknown: at once
-    CHECK(query_all(t, n, c.now()) == 8);
+    for (int i = 0; i < 8; ++i) REQUIRE(t.try_query(n, no_id, c.now()).verdict == send_verdict::ok);
     const auto check = t.try_query(n, no_id, c.now());
     CHECK(check.verdict == send_verdict::over_budget);
     CHECK(check.ready_at > c.now());
@@ -146,6 +148,31 @@ TEST_CASE("query_ready_at says when a node's budget and back-off let a query go,
     CHECK(t.try_query(n, no_id, c.now()).verdict == send_verdict::ok);
     t.on_rate_limited(n, no_id, c.now());
     CHECK(t.query_ready_at(n, no_id, c.now()) >= c.now() + 60s);
+}
+
+TEST_CASE("nodes refused for one spent budget are told successive instants, one token apart") {
+    manual_clock c;
+    source_table t(source_table_options{.hash_seed = 4}); // IP: 16/s, burst 80, headroom 16
+    int sent = 0;
+    for (std::uint16_t port = 1; port <= 8; ++port) sent += query_all(t, {ip("9.2.2.2"), port}, c.now());
+    REQUIRE(sent == 64);
+    // Forty more nodes on that IP wait for its ceiling: each is given its own token's instant,
+    // so a parking wakes one per token instead of all forty at each.
+    std::vector<time_point> slots;
+    for (std::uint16_t port = 100; port < 140; ++port) {
+        const auto q = t.try_query({ip("9.2.2.2"), port}, no_id, c.now());
+        REQUIRE(q.verdict == send_verdict::over_budget);
+        slots.push_back(q.ready_at);
+    }
+    for (std::size_t i = 1; i < slots.size(); ++i) CHECK(slots[i] - slots[i - 1] == std::chrono::microseconds(62'500));
+    // Each, woken at its instant, finds the token there.
+    int woke_and_sent = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        c.advance(slots[i] - c.now());
+        woke_and_sent += t.try_query({ip("9.2.2.2"), static_cast<std::uint16_t>(100 + i)}, no_id, c.now()).verdict ==
+                         send_verdict::ok;
+    }
+    CHECK(woke_and_sent == 40);
 }
 
 TEST_CASE("endpoints of one IP that carry the same node id are one node") {
