@@ -169,22 +169,25 @@ void token_keys::rotate() {
     current_ = {gen_(), gen_()};
 }
 
-std::uint32_t token_keys::hash(const siphash_key& key, std::uint32_t node_ip, std::uint32_t querier_ip) noexcept {
-    char buf[8];
+std::uint32_t token_keys::hash(const siphash_key& key, std::uint32_t node_ip, std::uint16_t node_port,
+                               std::uint32_t querier_ip) noexcept {
+    char buf[10];
     std::memcpy(buf, &node_ip, 4);
     std::memcpy(buf + 4, &querier_ip, 4);
+    std::memcpy(buf + 8, &node_port, 2);
     return static_cast<std::uint32_t>(siphash24(key, std::string_view(buf, sizeof buf)));
 }
 
-std::uint32_t token_keys::make(std::uint32_t node_ip, std::uint32_t querier_ip) const noexcept {
-    return hash(current_, node_ip, querier_ip);
+std::uint32_t token_keys::make(std::uint32_t node_ip, std::uint16_t node_port, std::uint32_t querier_ip) const noexcept {
+    return hash(current_, node_ip, node_port, querier_ip);
 }
 
-bool token_keys::valid(std::uint32_t node_ip, std::uint32_t querier_ip, std::string_view token) const noexcept {
+bool token_keys::valid(std::uint32_t node_ip, std::uint16_t node_port, std::uint32_t querier_ip,
+                       std::string_view token) const noexcept {
     if (token.size() != 4) return false;
     std::uint32_t t;
     std::memcpy(&t, token.data(), 4);
-    return t == hash(current_, node_ip, querier_ip) || t == hash(previous_, node_ip, querier_ip);
+    return t == hash(current_, node_ip, node_port, querier_ip) || t == hash(previous_, node_ip, node_port, querier_ip);
 }
 
 // ---- answers ------------------------------------------------------------------------------
@@ -211,7 +214,7 @@ void dht_node::answer(const krpc::message& q, std::uint32_t from_ip, std::uint16
         krpc::encode_find_node_response(out, h, closest_nodes(a.target), {});
         return;
     case krpc::method::get_peers: {
-        const std::uint32_t t = tokens.make(ip_, from_ip);
+        const std::uint32_t t = tokens.make(ip_, port_, from_ip);
         const std::string_view token(reinterpret_cast<const char*>(&t), sizeof t);
         std::vector<endpoint> values;
         store_.get(a.info_hash, now, 50, values);
@@ -220,7 +223,7 @@ void dht_node::answer(const krpc::message& q, std::uint32_t from_ip, std::uint16
         return;
     }
     case krpc::method::announce_peer: {
-        if (!tokens.valid(ip_, from_ip, a.token)) {
+        if (!tokens.valid(ip_, port_, from_ip, a.token)) {
             ++stats.bad_tokens;
             ++stats.errors_sent;
             krpc::encode_error(out, q.transaction, krpc::error_protocol, "invalid token", requester, client_version);

@@ -75,6 +75,8 @@ public:
     /// Up to `max` random distinct hashes (BEP-51 samples).
     void sample(rng& r, std::size_t max, std::vector<id20>& out) const;
     std::size_t size() const noexcept { return peers_.size(); }
+    /// Every hash stored (with a live peer or not yet expired).
+    const std::vector<id20>& hashes() const noexcept { return keys_; }
     void expire(seconds now);
     std::uint64_t dropped() const noexcept { return dropped_; }
 
@@ -91,15 +93,19 @@ private:
 
 /// Write tokens bound to the querier's IP: SipHash of the address under a secret that
 /// rotates; a token from the current or the previous secret is accepted (like libtorrent).
+/// The node's own address and port go into the hash, so every node has tokens of its own,
+/// nodes sharing an address too (as separate sessions with separate secrets would).
 class token_keys {
 public:
     explicit token_keys(std::uint64_t seed);
     void rotate();
-    std::uint32_t make(std::uint32_t node_ip, std::uint32_t querier_ip) const noexcept;
-    bool valid(std::uint32_t node_ip, std::uint32_t querier_ip, std::string_view token) const noexcept;
+    std::uint32_t make(std::uint32_t node_ip, std::uint16_t node_port, std::uint32_t querier_ip) const noexcept;
+    bool valid(std::uint32_t node_ip, std::uint16_t node_port, std::uint32_t querier_ip,
+               std::string_view token) const noexcept;
 
 private:
-    static std::uint32_t hash(const siphash_key& key, std::uint32_t node_ip, std::uint32_t querier_ip) noexcept;
+    static std::uint32_t hash(const siphash_key& key, std::uint32_t node_ip, std::uint16_t node_port,
+                              std::uint32_t querier_ip) noexcept;
     rng gen_;
     siphash_key current_{};
     siphash_key previous_{};
@@ -122,15 +128,18 @@ enum class block_verdict : std::uint8_t { pass, blocked, newly_blocked };
 
 class dht_node {
 public:
-    dht_node(const id20& id, std::uint32_t ip) : id_(id), ip_(ip), table_(id) {}
+    dht_node(const id20& id, std::uint32_t ip, std::uint16_t port) : id_(id), ip_(ip), port_(port), table_(id) {}
 
     const id20& id() const noexcept { return id_; }
     std::uint32_t ip() const noexcept { return ip_; }
+    std::uint16_t port() const noexcept { return port_; }
     routing_table& table() noexcept { return table_; }
     const routing_table& table() const noexcept { return table_; }
     peer_store& store() noexcept { return store_; }
+    const peer_store& store() const noexcept { return store_; }
     bool online = true;
     bool behind_nat = false; ///< queries out, but unsolicited queries in never reach it
+    bool shared_ip = false;  ///< other nodes use the same address (other ports)
 
     /// libtorrent's per-IP blocker (dht_block_ratelimit, dht_block_timeout): an IP that sent
     /// this node more than `rate` packets/s averaged over 10 s is ignored for `timeout`
@@ -156,6 +165,7 @@ private:
 
     id20 id_;
     std::uint32_t ip_;
+    std::uint16_t port_;
     routing_table table_;
     peer_store store_;
 };
