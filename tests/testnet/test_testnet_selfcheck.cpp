@@ -6,7 +6,7 @@
 // policies: each serves the core's own peer session over the transport and encryption it
 // allows and refuses the ones it does not. And nodes that share an IP: each answers on its own
 // port with its own id, tokens, peer store and blocker, lookups find what they store, and
-// tables take several nodes of one IP.
+// tables take several nodes of one IP unless --restrict-ips says one per IP.
 #include <doctest/doctest.h>
 
 #include <asio/co_spawn.hpp>
@@ -678,7 +678,8 @@ TEST_CASE("testnet.selfcheck: nodes sharing an IP answer on their own ports with
     CHECK(stored(a));
     CHECK_FALSE(stored(b));
 
-    // Tables take several nodes of one IP: both clients on 127.0.0.2 are pinged and kept.
+    // Tables take several nodes of one IP by default (no --restrict-ips): both clients on
+    // 127.0.0.2 are pinged and kept.
     {
         krpc_client probe(0x7f000003);
         const auto [kept, second_pinged] = two_clients_on_one_ip(probe, b, members[1].second);
@@ -693,4 +694,35 @@ TEST_CASE("testnet.selfcheck: nodes sharing an IP answer on their own ports with
     CHECK(answered < 60); // 5 packets/s over 10 s: the 51st in a window is ignored
     CHECK(answered >= 30);
     CHECK(c.ask(b, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); }));
+}
+
+TEST_CASE("testnet.selfcheck: with --restrict-ips a table holds one node per IP and a lookup asks one node per IP") {
+    shared_ip_net net("restrict-ips", {"--seed", "15", "--restrict-ips", "1"});
+    krpc_client c;
+
+    // No answer names two nodes of one IP: every table holds one per IP.
+    const auto nodes = crawl_nodes(c, net.bootstrap, 60);
+    CHECK(nodes.size() >= 10);
+    for (const auto& [ep, id] : nodes) {
+        std::set<ip_address> seen;
+        for (const auto& n : nodes_near(c, ep, id)) CHECK_MESSAGE(seen.insert(n.ep.address).second, ep.to_string() << " names two nodes on " << n.ep.address.to_string());
+    }
+    // A torrent with one seeder and one key was announced by one lookup, which asked one
+    // node per IP: its holders are on distinct IPs.
+    for (const auto& t : net.truth) {
+        if (t["seeders"].size() != 1 || t["announce_keys"].size() != 1) continue;
+        std::set<ip_address> ips;
+        for (const auto& h : t["holders"]) CHECK(ips.insert(endpoint::parse(h.get<std::string>())->address).second);
+    }
+    // Lookups still find the seeders in a network where every node but one shares an IP.
+    const auto& first = net.truth.at(0);
+    const auto found = find_peers(c, net.bootstrap, *id20::from_hex(first.at("announce_keys").at(0).get<std::string>()));
+    for (const auto& s : first.at("seeders")) CHECK_MESSAGE(found.values.contains(s.get<std::string>()), s << " not found");
+
+    // Of two clients on one IP the node verifies and keeps one; the second is not pinged.
+    const auto bootstrap_id = nodes.at(net.bootstrap);
+    krpc_client probe(0x7f000003);
+    const auto [kept, second_pinged] = two_clients_on_one_ip(probe, net.bootstrap, bootstrap_id);
+    CHECK(kept == 1);
+    CHECK_FALSE(second_pinged);
 }

@@ -55,6 +55,7 @@ struct options {
     unsigned block_timeout = 300;
     double nat = 0;
     ip_group_options shared_ip;
+    bool restrict_ips = false;
     bool quiet = false;
     bool stop_on_stdin_eof = false;
 };
@@ -100,9 +101,12 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
                        libtorrent sessions behind one NAT or on one host (default 0)
   --shared-ip-group MIN-MAX
                        size of those groups, uniform in MIN..MAX, 2..64 (default 2-16)
+  --restrict-ips 0|1   libtorrent's dht_restrict_routing_ips and dht_restrict_search_ips,
+                       per IP: a node's table holds one node per IP, a lookup asks one node
+                       per IP (default 0)
   --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2 --replace-per-hour 0.2
-                       --shared-ip 0.1: the real DHT where it matters to a crawler (samples
-                       are 20 hashes, as always); options after it override
+                       --shared-ip 0.1 --restrict-ips 1: the real DHT where it matters to a
+                       crawler (samples are 20 hashes, as always); options after it override
   --quiet              no periodic statistics on stderr
   --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
                        holds a pipe open and closes it to say "stop")
@@ -144,6 +148,7 @@ std::optional<options> parse_args(int argc, char** argv) {
             o.nat = 0.2;
             o.replace_per_hour = 0.2;
             o.shared_ip.share = 0.1; // a guess: see README.md, "Behaving like the real DHT"
+            o.restrict_ips = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -177,6 +182,10 @@ std::optional<options> parse_args(int argc, char** argv) {
         else if (a == "--nat") ok = parse_number(v, o.nat) && o.nat >= 0 && o.nat < 1;
         else if (a == "--shared-ip") ok = parse_number(v, o.shared_ip.share) && o.shared_ip.share >= 0 && o.shared_ip.share <= 1;
         else if (a == "--shared-ip-group") ok = o.shared_ip.parse_sizes(v);
+        else if (a == "--restrict-ips") {
+            ok = v == "0" || v == "1";
+            o.restrict_ips = v == "1";
+        }
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
             return std::nullopt;
@@ -270,6 +279,7 @@ int run(const options& o) {
     no.block_timeout = o.block_timeout;
     no.nat = o.nat;
     no.node.sample_interval = o.sample_interval;
+    no.node.restrict_ips = o.restrict_ips;
     no.node.peer_ttl = std::max<seconds>(1800, 2 * o.reannounce + 60);
     network net(io, no);
     std::vector<node_view> node_views;

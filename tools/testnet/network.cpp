@@ -52,7 +52,7 @@ std::size_t network::add_node(std::uint32_t ip, std::size_t port_slot) {
     const auto index = add_host(ip, hub_->port(port_slot), true);
     const auto& h = hosts_[index];
     node_host_.push_back(static_cast<std::uint32_t>(index));
-    nodes_.emplace_back(h.id, h.ip, h.port);
+    nodes_.emplace_back(h.id, h.ip, h.port, opt_.node.restrict_ips);
     nodes_.back().behind_nat = opt_.nat > 0 && rng_.chance(opt_.nat);
     return index;
 }
@@ -90,7 +90,7 @@ void network::replace_node(std::uint32_t index) {
     const bool online = nodes_[index].online;
     const bool shared_ip = nodes_[index].shared_ip;
     h.id = dht::bep42_id(ip_address::v4(h.ip), static_cast<std::uint8_t>(rng_() & 0xff), rng_);
-    nodes_[index] = dht_node(h.id, h.ip, h.port);
+    nodes_[index] = dht_node(h.id, h.ip, h.port, opt_.node.restrict_ips);
     nodes_[index].behind_nat = nat;
     nodes_[index].online = online;
     nodes_[index].shared_ip = shared_ip;
@@ -210,10 +210,10 @@ void network::maybe_verify(host& h, const krpc::message& m, const datagram& d) {
     // it only when it answers, so only nodes that answer queries get in.
     if (m.read_only || m.id == h.id) return;
     auto& table = nodes_[static_cast<std::size_t>(h.node)].table();
-    if (table.contains(m.id) || !table.has_room_for(m.id)) return;
+    const contact c{m.id, d.from_ip, d.from_port};
+    if (table.contains(m.id) || !table.has_room_for(c)) return;
     const auto key = verify_key(static_cast<std::uint32_t>(&h - hosts_.data()), d.from_ip, d.from_port);
     if (verifying_.contains(key)) return;
-    const contact c{m.id, d.from_ip, d.from_port};
     const bool sent = send_query(static_cast<std::uint32_t>(&h - hosts_.data()), tx_kind::verify_ping, 0, c,
                                  [](std::string& out, const krpc::query_header& q) { return krpc::encode_ping(out, q); });
     if (sent) {
@@ -305,8 +305,10 @@ bool network::send_query(std::uint32_t host_index, tx_kind kind, std::uint32_t l
 void network::add_candidate(lookup_state& l, const id20& id, std::uint32_t ip, std::uint16_t port) {
     const host& self = hosts_[l.host];
     if ((ip == self.ip && port == self.port) || port == 0) return;
+    // restrict_ips: one node per address in a lookup (libtorrent's dht_restrict_search_ips).
+    const bool one_per_ip = opt_.node.restrict_ips;
     for (const auto& c : l.cands) {
-        if (c.id == id || (c.ip == ip && c.port == port)) return;
+        if (c.id == id || (c.ip == ip && (c.port == port || one_per_ip))) return;
     }
     candidate c{id, dht::distance(id, l.target), ip, port, 0, {}};
     auto pos = std::lower_bound(l.cands.begin(), l.cands.end(), c.dist,

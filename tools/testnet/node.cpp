@@ -20,6 +20,15 @@ std::uint8_t routing_table::bucket_of(const id20& id) const noexcept {
     return static_cast<std::uint8_t>(std::min(dht::common_prefix_bits(own_, id), 159));
 }
 
+routing_table::address_check routing_table::check_address(const contact& c) const noexcept {
+    if (!one_per_ip_) return address_check::free;
+    for (const auto& e : entries_) {
+        if (e.ip != c.ip || e.id == c.id) continue;
+        return e.port == c.port ? address_check::same_endpoint : address_check::taken;
+    }
+    return address_check::free;
+}
+
 bool routing_table::insert(const contact& c, seconds now) {
     if (c.id == own_) return false;
     for (auto& e : entries_) {
@@ -30,6 +39,15 @@ bool routing_table::insert(const contact& c, seconds now) {
             e.last_seen = now;
             return true;
         }
+    }
+    switch (check_address(c)) {
+    case address_check::free: break;
+    case address_check::taken: return false;
+    case address_check::same_endpoint:
+        // The node at that endpoint answered under a new id (a restarted session): as
+        // libtorrent does for a verified node, the old entry goes.
+        std::erase_if(entries_, [&](const entry& e) { return e.ip == c.ip && e.port == c.port; });
+        break;
     }
     const auto b = bucket_of(c.id);
     std::size_t in_bucket = 0;
@@ -55,9 +73,12 @@ bool routing_table::contains(const id20& id) const noexcept {
     return std::any_of(entries_.begin(), entries_.end(), [&](const entry& e) { return e.id == id; });
 }
 
-bool routing_table::has_room_for(const id20& id) const noexcept {
-    if (id == own_) return false;
-    const auto b = bucket_of(id);
+bool routing_table::has_room_for(const contact& c) const noexcept {
+    if (c.id == own_) return false;
+    const auto address = check_address(c);
+    if (address == address_check::taken) return false;
+    if (address == address_check::same_endpoint) return true;
+    const auto b = bucket_of(c.id);
     std::size_t in_bucket = 0;
     for (const auto& e : entries_) {
         if (e.bucket != b) continue;

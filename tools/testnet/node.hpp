@@ -33,13 +33,17 @@ public:
     static constexpr std::size_t k = 8;
     static constexpr std::uint8_t max_fails = 3;
 
-    explicit routing_table(const id20& own) : own_(own) {}
+    /// `one_per_ip`: libtorrent's dht_restrict_routing_ips (on by default there): a node
+    /// whose address is already in the table under another port is refused; one at the
+    /// same address and port under a new id replaces the old entry.
+    explicit routing_table(const id20& own, bool one_per_ip = false) : own_(own), one_per_ip_(one_per_ip) {}
 
-    /// Adds or refreshes a verified node; false when its bucket is full of good nodes.
+    /// Adds or refreshes a verified node; false when its bucket is full of good nodes, or
+    /// (one_per_ip) its address is taken by another node.
     bool insert(const contact& c, seconds now);
     bool contains(const id20& id) const noexcept;
-    /// True when insert() of this id would succeed (a free or replaceable slot).
-    bool has_room_for(const id20& id) const noexcept;
+    /// True when insert() of this node would succeed (a free or replaceable slot).
+    bool has_room_for(const contact& c) const noexcept;
     /// A query to this node timed out; it is dropped after max_fails in a row.
     void failed(const id20& id) noexcept;
     /// Up to `n` nodes closest to `target`, closest first.
@@ -58,8 +62,12 @@ private:
         seconds last_seen;
     };
     std::uint8_t bucket_of(const id20& id) const noexcept;
+    enum class address_check : std::uint8_t { free, same_endpoint, taken };
+    /// With one_per_ip: whether another entry (another id) holds c's address.
+    address_check check_address(const contact& c) const noexcept;
 
     id20 own_;
+    bool one_per_ip_ = false;
     std::vector<entry> entries_;
 };
 
@@ -115,6 +123,11 @@ private:
 struct node_settings {
     std::int64_t sample_interval = 60; ///< BEP-51 `interval` we ask for
     seconds peer_ttl = 1800;           ///< how long an announced peer is kept
+    /// libtorrent's dht_restrict_routing_ips and dht_restrict_search_ips (both on by
+    /// default there), per address: a table holds one node per IP, a lookup asks one node
+    /// per IP. libtorrent also keeps nodes of one /24 apart within a bucket and a lookup;
+    /// that part is not modelled (the address plan spreads hosts over /24s anyway).
+    bool restrict_ips = false;
 };
 
 struct node_stats {
@@ -128,7 +141,8 @@ enum class block_verdict : std::uint8_t { pass, blocked, newly_blocked };
 
 class dht_node {
 public:
-    dht_node(const id20& id, std::uint32_t ip, std::uint16_t port) : id_(id), ip_(ip), port_(port), table_(id) {}
+    dht_node(const id20& id, std::uint32_t ip, std::uint16_t port, bool one_per_ip = false)
+        : id_(id), ip_(ip), port_(port), table_(id, one_per_ip) {}
 
     const id20& id() const noexcept { return id_; }
     std::uint32_t ip() const noexcept { return ip_; }
