@@ -29,6 +29,11 @@ from dhtcrawler import Torrent
 from dhtcrawler.sinks import FTS_TOKENIZER, SqliteSink
 
 
+# What the test network adds to the parser's JSON form of each torrent (tools/testnet/README.md).
+TRUTH_EXTRAS = ("announce_keys", "first_served_at", "seeders", "seeder_policies", "seeder_behaviours",
+                "holders", "holders_shared_ip")
+
+
 def truth(program: str, torrents: int, seed: int, work: str) -> list:
     path = os.path.join(work, "truth.json")
     subprocess.run([program, "--nodes", "20", "--seeders", "5", "--torrents", str(torrents), "--seed", str(seed),
@@ -42,7 +47,7 @@ def fill(path: str, docs: list, max_files) -> int:
     sink = SqliteSink(path, max_files=max_files)
     start = datetime(2026, 12, 1, tzinfo=timezone.utc)
     for i, doc in enumerate(docs):
-        d = {k: v for k, v in doc.items() if k not in ("announce_keys", "first_served_at", "seeders", "seeder_policies")}
+        d = {k: v for k, v in doc.items() if k not in TRUTH_EXTRAS}
         d["peer"] = (doc.get("seeders") or ["127.0.0.1:6881"])[0]
         d["discovered_at"] = (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         sink.add(Torrent.from_doc(d, info=b"x" * 3000))

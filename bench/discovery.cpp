@@ -1,6 +1,9 @@
 // Discovery benchmark: our crawler against a running dhtcrawler-testnet. Prints JSON lines:
 // one per interval (unique hashes captured, torrents delivered, packets sent, rates) and a
 // summary with the time to deliver 50% and 90% of the torrents the testnet announced.
+// When some of the testnet's nodes share an IP (--shared-ip), the torrents are also split
+// by who held their announces when the testnet printed BOOTSTRAP (the truth file's
+// `holders` and `holders_shared_ip`): only nodes that share an IP, some, or none.
 // Never run by the tests; asserts nothing. bench/discovery.sh starts the testnet and this.
 //
 //   dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes 10] [--interval 60] [--stop-at 0.9]
@@ -8,6 +11,7 @@
 //                                                        crawl.rate_limit.max_find_node_rate_per_sec)
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -31,6 +36,28 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 using bench::cpu_seconds;
+
+/// Who stored a torrent's announces when every torrent had been announced once.
+enum class holders : std::size_t { all_shared_ip, some_shared_ip, no_shared_ip };
+constexpr std::size_t holder_classes = 3;
+constexpr const char* holder_class_names[holder_classes] = {"all_shared_ip", "some_shared_ip", "no_shared_ip"};
+
+holders classify(const nlohmann::json& entry) {
+    const auto all = entry.value("holders", nlohmann::json::array()).size();
+    const auto shared = entry.value("holders_shared_ip", nlohmann::json::array()).size();
+    if (shared == 0) return holders::no_shared_ip;
+    return shared == all ? holders::all_shared_ip : holders::some_shared_ip;
+}
+
+/// Per holder class: how many of `torrents` fall in it.
+template <class Set>
+nlohmann::json count_by_class(const std::vector<holders>& class_of, const Set& torrents) {
+    std::array<std::size_t, holder_classes> n{};
+    for (const auto i : torrents) ++n[static_cast<std::size_t>(class_of[i])];
+    nlohmann::json j;
+    for (std::size_t c = 0; c < holder_classes; ++c) j[holder_class_names[c]] = n[c];
+    return j;
+}
 
 } // namespace
 
@@ -75,6 +102,12 @@ int main(int argc, char** argv) {
     };
     std::size_t announced_servable = 0;
     for (std::size_t i = 0; i < announced; ++i) announced_servable += servable(i) ? 1 : 0;
+    std::vector<holders> class_of;
+    bool any_shared_holder = false;
+    for (const auto& t : truth) {
+        class_of.push_back(classify(t));
+        any_shared_holder = any_shared_holder || class_of.back() != holders::no_shared_ip;
+    }
 
     std::mutex m;
     std::unordered_set<std::string> hashes_seen;
@@ -155,6 +188,10 @@ int main(int argc, char** argv) {
             // The crawl side's state, so a stall says where it is (an empty pool, a full
             // schedule, deferrals).
             const auto crawl = stats::observability_snapshot(*crawler)["crawl"];
+            if (any_shared_holder) {
+                std::lock_guard l(m);
+                j["delivered_by_holders"] = count_by_class(class_of, torrents_delivered);
+            }
             for (const char* key : {"pool_size", "responsive_size", "in_flight", "queries_find_node", "queries_sample",
                                     "queries_get_peers", "timeouts", "skipped_recent", "skipped_backoff",
                                     "pool_accepted", "pool_duplicate", "refused_new_destination", "refused_subnet",
@@ -206,6 +243,19 @@ int main(int argc, char** argv) {
                                 {"servable_examples", examples},
                                 {"metadata_outcomes", obs["metadata"]["outcomes"]},
                                 {"attempt_failures", obs["metadata"]["attempt_failures"]}};
+    // Split by who held the announces (only when some holder shares an IP).
+    nlohmann::json by_holders;
+    if (any_shared_holder) {
+        std::vector<std::size_t> all(announced), servable_ones;
+        for (std::size_t i = 0; i < announced; ++i) {
+            all[i] = i;
+            if (servable(i)) servable_ones.push_back(i);
+        }
+        by_holders = {{"announced", count_by_class(class_of, all)},
+                      {"announced_servable", count_by_class(class_of, servable_ones)},
+                      {"learned", count_by_class(class_of, torrents_seen)},
+                      {"delivered", count_by_class(class_of, torrents_delivered)}};
+    }
     nlohmann::json summary{{"bench", "discovery"},
                            {"summary", true},
                            {"announced", announced},
@@ -227,6 +277,7 @@ int main(int argc, char** argv) {
                            {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec},
                            {"packets", breakdown},
                            {"missed", missed}};
+    if (!by_holders.is_null()) summary["by_holders"] = by_holders;
     std::printf("%s\n", summary.dump().c_str());
     return 0;
 }

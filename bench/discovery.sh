@@ -5,8 +5,10 @@
 #
 #   bench/discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]
 # DHTC_TESTNET_ARGS adds testnet options, e.g. "--libtorrent-like" (libtorrent's per-IP
-# blocker, its 6-hour BEP-51 interval, a fifth of the nodes behind NAT); the last line then
-# says how many of our packets a node's blocker ignored (target 0).
+# blocker, its 6-hour BEP-51 interval, a fifth of the nodes behind NAT, a tenth sharing an
+# IP with other nodes); the last line then says how many of our packets a node's blocker
+# ignored (target 0), and how many of those at nodes that share an IP. With shared IPs
+# dhtc-discovery splits the torrents by who held their announces ("by_holders").
 # DHTC_DISCOVERY_KEEP=1 keeps the work directory (truth file, testnet output) and names it.
 set -euo pipefail
 build=${1:?usage: discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]}
@@ -38,6 +40,8 @@ tn=
 # "testnet: done: cpu=12.3s max_rss=113156KiB, ..."
 cpu=$(sed -n 's/.*done: cpu=\([0-9.]*\)s.*/\1/p' "$work/err.txt")
 rss=$(sed -n 's/.*max_rss=\([0-9]*\)KiB.*/\1/p' "$work/err.txt")
-blocked=$(sed -n 's/.*blocked=\([0-9]*\) blocks=\([0-9]*\).*/\1/p' "$work/err.txt")
-blocks=$(sed -n 's/.*blocked=\([0-9]*\) blocks=\([0-9]*\).*/\2/p' "$work/err.txt")
-echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null},\"packets_blocked\":${blocked:-null},\"blocks\":${blocks:-null}}"
+# "... blocked=0 blocks=0 blocked_shared_ip=0 blocks_shared_ip=0 shared_ip_nodes=10000 ..."
+field() { sed -n "s/.* $1=\([0-9]*\) .*/\1/p" "$work/err.txt"; }
+blocked=$(field blocked) blocks=$(field blocks)
+blocked_shared=$(field blocked_shared_ip) blocks_shared=$(field blocks_shared_ip) shared_nodes=$(field shared_ip_nodes)
+echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null},\"packets_blocked\":${blocked:-null},\"blocks\":${blocks:-null},\"shared_ip_nodes\":${shared_nodes:-null},\"packets_blocked_shared_ip\":${blocked_shared:-null},\"blocks_shared_ip\":${blocks_shared:-null}}"

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from db_size import truth  # noqa: E402
+from db_size import TRUTH_EXTRAS, truth  # noqa: E402
 
 from dhtcrawler.cli import _ensure_retry_store  # noqa: E402
 from dhtcrawler.dumps import import_files  # noqa: E402
@@ -42,7 +42,7 @@ def main() -> int:
         dump = os.path.join(work, "dump.jsonl")
         with open(dump, "w", encoding="utf-8") as f:
             for i, d in enumerate(docs):
-                d = {k: v for k, v in d.items() if k not in ("announce_keys", "first_served_at", "seeders", "seeder_policies", "seeder_behaviours")}
+                d = {k: v for k, v in d.items() if k not in TRUTH_EXTRAS}
                 d["discovered_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_790_000_000 + i))
                 f.write(json.dumps(d, ensure_ascii=False) + "\n")
         db = os.path.join(work, "db.sqlite")

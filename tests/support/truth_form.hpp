@@ -7,7 +7,8 @@
 namespace dhtc::test {
 
 inline nlohmann::json without_truth_extras(nlohmann::json entry) {
-    for (const char* extra : {"seeders", "seeder_policies", "seeder_behaviours", "announce_keys", "first_served_at"})
+    for (const char* extra : {"seeders", "seeder_policies", "seeder_behaviours", "announce_keys", "first_served_at",
+                              "holders", "holders_shared_ip"})
         entry.erase(extra);
     return entry;
 }

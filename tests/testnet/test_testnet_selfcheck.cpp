@@ -4,7 +4,9 @@
 // from seeders that parses to exactly the truth file's entry. Also the truth file's
 // first_served_at: set for what we fetched, and only for that. And the seeders' connection
 // policies: each serves the core's own peer session over the transport and encryption it
-// allows and refuses the ones it does not.
+// allows and refuses the ones it does not. And nodes that share an IP: each answers on its own
+// port with its own id, tokens, peer store and blocker, lookups find what they store, and
+// tables take several nodes of one IP unless --restrict-ips says one per IP.
 #include <doctest/doctest.h>
 
 #include <asio/co_spawn.hpp>
@@ -43,12 +45,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int open_socket(int type, const endpoint* connect_to) {
+int open_socket(int type, const endpoint* connect_to, std::uint32_t bind_ip = 0x7f000001) {
     const int fd = ::socket(AF_INET, type, 0);
     REQUIRE(fd >= 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(0x7f000001);
+    a.sin_addr.s_addr = htonl(bind_ip);
     if (type == SOCK_DGRAM) REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     if (connect_to) {
         a.sin_addr.s_addr = htonl(connect_to->address.to_v4_uint());
@@ -58,11 +60,11 @@ int open_socket(int type, const endpoint* connect_to) {
     return fd;
 }
 
-/// A KRPC client on 127.0.0.1 that matches replies to its queries by transaction id and
-/// keeps the queries it receives (the nodes' verifying pings).
+/// A KRPC client on 127.0.0.1 (or another loopback address) that matches replies to its
+/// queries by transaction id and keeps the queries it receives (the nodes' verifying pings).
 class krpc_client {
 public:
-    krpc_client() : fd_(open_socket(SOCK_DGRAM, nullptr)) {}
+    explicit krpc_client(std::uint32_t bind_ip = 0x7f000001) : fd_(open_socket(SOCK_DGRAM, nullptr, bind_ip)) {}
     ~krpc_client() { ::close(fd_); }
     id20 id = [] {
         id20 i;
@@ -163,6 +165,61 @@ peers_found find_peers(krpc_client& c, const endpoint& bootstrap, const id20& ha
     }
     std::sort(out.tokens.begin(), out.tokens.end());
     return out;
+}
+
+/// The nodes reachable from `bootstrap`: every node a find_node answer names, each asked in
+/// turn (at most `max_queries`), with the id it answers with.
+std::map<endpoint, id20> crawl_nodes(krpc_client& c, const endpoint& bootstrap, int max_queries) {
+    std::map<endpoint, id20> answered;
+    std::vector<endpoint> todo{bootstrap};
+    std::set<endpoint> seen{bootstrap};
+    for (std::size_t next = 0; next < todo.size() && static_cast<int>(next) < max_queries; ++next) {
+        const auto to = todo[next];
+        id20 target;
+        for (std::size_t k = 0; k < id20::size; ++k) target.bytes[k] = static_cast<std::uint8_t>(next * 37 + k * 11);
+        const auto raw = c.ask(to, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_find_node(o, h, target); });
+        if (!raw) continue;
+        const auto p = parse_reply(raw);
+        if (p->m.type != krpc::message_type::response) continue;
+        answered[to] = p->m.id;
+        for (const auto& n : p->m.response.nodes)
+            if (seen.insert(n.ep).second) todo.push_back(n.ep);
+    }
+    return answered;
+}
+
+/// The nodes a find_node for `target` at `node` names.
+std::vector<krpc::node_entry> nodes_near(krpc_client& c, const endpoint& node, const id20& target) {
+    const auto p = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_find_node(o, h, target); }));
+    REQUIRE(p->m.type == krpc::message_type::response);
+    return {p->m.response.nodes.begin(), p->m.response.nodes.end()}; // a view into p
+}
+
+/// An id sharing all but the last bits with `near`: it lands in near's deepest bucket.
+id20 id_next_to(const id20& near, std::uint8_t flip) {
+    id20 id = near;
+    id.bytes[id20::size - 1] ^= flip;
+    return id;
+}
+
+/// Two clients on 127.0.0.2 (distinct ports), with ids next to the node's, query `node`
+/// and answer its verifying pings. Returns how many of the two its table then holds (read
+/// by a find_node from `probe`, another address), and whether the second was pinged.
+std::pair<int, bool> two_clients_on_one_ip(krpc_client& probe, const endpoint& node, const id20& node_id) {
+    krpc_client first(0x7f000002), second(0x7f000002);
+    first.id = id_next_to(node_id, 1);
+    second.id = id_next_to(node_id, 2);
+    for (auto* c : {&first, &second}) {
+        // The first ping draws the verifying ping, the second answers it while it waits.
+        for (int i = 0; i < 2; ++i)
+            REQUIRE(c->ask(node, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); }));
+    }
+    int held = 0;
+    for (const auto& n : nodes_near(probe, node, first.id))
+        held += n.id == first.id || n.id == second.id ? 1 : 0;
+    bool second_pinged = false;
+    for (const auto& [from, method] : second.queries_received) second_pinged = second_pinged || (from == node && method == "ping");
+    return {held, second_pinged};
 }
 
 /// Fetches a torrent's info dict from a seeder with the core's wire codec.
@@ -492,4 +549,180 @@ TEST_CASE("testnet.selfcheck: every connection policy serves what it allows and 
     }
     CHECK(net.stop(10000ms) == 0);
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// Starts a testnet whose nodes all share IPs (but node 0, the bootstrap), waits for
+/// BOOTSTRAP and reads the truth file.
+struct shared_ip_net {
+    std::filesystem::path dir;
+    std::unique_ptr<test::subprocess> process;
+    endpoint bootstrap;
+    nlohmann::json truth;
+
+    shared_ip_net(const std::string& name, std::vector<std::string> extra) {
+        dir = std::filesystem::temp_directory_path() / ("dhtc-testnet-" + name + "-" + std::to_string(::getpid()));
+        std::filesystem::create_directories(dir);
+        const auto truth_path = dir / "truth.json";
+        std::vector<std::string> argv{DHTC_TESTNET_BIN, "--nodes", "40", "--seeders", "6", "--torrents", "12",
+                                      "--shared-ip", "1", "--shared-ip-group", "3-4", "--duration", "120",
+                                      "--churn", "0", "--quiet", "--stop-on-stdin-eof", "--truth", truth_path.string()};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        process = std::make_unique<test::subprocess>(argv);
+        const auto b = wait_for_bootstrap(*process);
+        REQUIRE_MESSAGE(b, "the testnet never printed BOOTSTRAP");
+        bootstrap = *b;
+        std::ifstream in(truth_path);
+        truth = nlohmann::json::parse(in);
+    }
+    ~shared_ip_net() {
+        process->stop(10000ms);
+        std::filesystem::remove_all(dir);
+    }
+};
+
+/// Endpoints by IP, for the IPs that hold several nodes.
+std::map<ip_address, std::vector<std::pair<endpoint, id20>>> shared_ips(const std::map<endpoint, id20>& nodes) {
+    std::map<ip_address, std::vector<std::pair<endpoint, id20>>> by_ip;
+    for (const auto& [ep, id] : nodes) by_ip[ep.address].emplace_back(ep, id);
+    std::erase_if(by_ip, [](const auto& e) { return e.second.size() < 2; });
+    return by_ip;
+}
+
+} // namespace
+
+TEST_CASE("testnet.selfcheck: nodes sharing an IP answer on their own ports with their own ids, tokens, stores and blockers") {
+    shared_ip_net net("shared-ip", {"--seed", "14", "--block-rate", "5"});
+    krpc_client c;
+
+    // The truth names who held each torrent's announces at BOOTSTRAP; here nearly every
+    // node shares its IP, so they did.
+    std::size_t shared_holders = 0;
+    for (const auto& t : net.truth) {
+        REQUIRE(t.contains("holders"));
+        REQUIRE(t.contains("holders_shared_ip"));
+        CHECK(t["holders_shared_ip"].size() <= t["holders"].size());
+        shared_holders += t["holders_shared_ip"].size();
+    }
+    CHECK(shared_holders > 0);
+
+    // Lookups find peers stored at shared-IP nodes: every torrent's seeders, and a shared
+    // holder asked directly gives them.
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& t = net.truth.at(i);
+        const auto key = *id20::from_hex(t.at("announce_keys").at(0).get<std::string>());
+        const auto found = find_peers(c, net.bootstrap, key);
+        for (const auto& s : t.at("seeders")) CHECK_MESSAGE(found.values.contains(s.get<std::string>()), s << " not found");
+    }
+    const nlohmann::json* held = nullptr;
+    for (const auto& t : net.truth)
+        if (!held && !t["holders_shared_ip"].empty() && t["announce_keys"].size() == 1) held = &t;
+    REQUIRE(held);
+    {
+        const auto holder = *endpoint::parse((*held)["holders_shared_ip"][0].get<std::string>());
+        const auto key = *id20::from_hex((*held)["announce_keys"][0].get<std::string>());
+        const auto p = parse_reply(c.ask(holder, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_get_peers(o, h, key); }));
+        REQUIRE(p->m.type == krpc::message_type::response);
+        std::set<std::string> seeders;
+        for (const auto& s : (*held)["seeders"]) seeders.insert(s.get<std::string>());
+        bool gave_seeder = false;
+        for (const auto& v : p->m.response.values) gave_seeder = gave_seeder || seeders.contains(v.to_string());
+        CHECK_MESSAGE(gave_seeder, "the shared-IP holder " << holder.to_string() << " gave no seeder");
+    }
+
+    // Several nodes on one IP, each answering on its own port (exchange() takes only a
+    // reply from the endpoint asked) with an id of its own, valid under BEP-42 for the IP.
+    const auto nodes = crawl_nodes(c, net.bootstrap, 60);
+    const auto groups = shared_ips(nodes);
+    REQUIRE_MESSAGE(!groups.empty(), "no two nodes on one IP among " << nodes.size());
+    const auto& [ip, members] = *groups.begin();
+    std::set<id20> ids;
+    std::set<std::uint16_t> ports;
+    for (const auto& [ep, id] : members) {
+        const auto p = parse_reply(c.ask(ep, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); }));
+        REQUIRE(p->m.type == krpc::message_type::response);
+        CHECK(p->m.id == id);
+        CHECK(dht::bep42_valid(p->m.id, ip));
+        ids.insert(p->m.id);
+        ports.insert(ep.port);
+    }
+    CHECK(ids.size() == members.size());
+    CHECK(ports.size() == members.size());
+    const endpoint a = members[0].first, b = members[1].first;
+
+    // Tokens of their own: b refuses a's token; peer stores of their own: what a stores,
+    // b does not know.
+    id20 ours;
+    ours.bytes.fill(0xcd);
+    auto token_of = [&](const endpoint& node) {
+        const auto p = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_get_peers(o, h, ours); }));
+        REQUIRE(p->m.response.has_token);
+        return std::string(p->m.response.token);
+    };
+    const auto token_a = token_of(a), token_b = token_of(b);
+    CHECK(token_a != token_b);
+    auto announce = [&](const endpoint& node, const std::string& token) {
+        return parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) {
+            return krpc::encode_announce_peer(o, h, ours, 4343, token, false);
+        }));
+    };
+    CHECK(announce(b, token_a)->m.err.code == 203);
+    CHECK(announce(a, token_a)->m.type == krpc::message_type::response);
+    auto stored = [&](const endpoint& node) {
+        const auto p = parse_reply(c.ask(node, [&](std::string& o, const krpc::query_header& h) { return krpc::encode_get_peers(o, h, ours); }));
+        for (const auto& v : p->m.response.values)
+            if (v.to_string() == "127.0.0.1:4343") return true;
+        return false;
+    };
+    CHECK(stored(a));
+    CHECK_FALSE(stored(b));
+
+    // Tables take several nodes of one IP by default (no --restrict-ips): both clients on
+    // 127.0.0.2 are pinged and kept.
+    {
+        krpc_client probe(0x7f000003);
+        const auto [kept, second_pinged] = two_clients_on_one_ip(probe, b, members[1].second);
+        CHECK(kept == 2);
+        CHECK(second_pinged);
+    }
+
+    // A blocker of its own: flooding a until it ignores us leaves b answering.
+    int answered = 0;
+    while (answered < 60 && c.ask(a, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); }))
+        ++answered;
+    CHECK(answered < 60); // 5 packets/s over 10 s: the 51st in a window is ignored
+    CHECK(answered >= 30);
+    CHECK(c.ask(b, [](std::string& o, const krpc::query_header& h) { return krpc::encode_ping(o, h); }));
+}
+
+TEST_CASE("testnet.selfcheck: with --restrict-ips a table holds one node per IP and a lookup asks one node per IP") {
+    shared_ip_net net("restrict-ips", {"--seed", "15", "--restrict-ips", "1"});
+    krpc_client c;
+
+    // No answer names two nodes of one IP: every table holds one per IP.
+    const auto nodes = crawl_nodes(c, net.bootstrap, 60);
+    CHECK(nodes.size() >= 10);
+    for (const auto& [ep, id] : nodes) {
+        std::set<ip_address> seen;
+        for (const auto& n : nodes_near(c, ep, id)) CHECK_MESSAGE(seen.insert(n.ep.address).second, ep.to_string() << " names two nodes on " << n.ep.address.to_string());
+    }
+    // A torrent with one seeder and one key was announced by one lookup, which asked one
+    // node per IP: its holders are on distinct IPs.
+    for (const auto& t : net.truth) {
+        if (t["seeders"].size() != 1 || t["announce_keys"].size() != 1) continue;
+        std::set<ip_address> ips;
+        for (const auto& h : t["holders"]) CHECK(ips.insert(endpoint::parse(h.get<std::string>())->address).second);
+    }
+    // Lookups still find the seeders in a network where every node but one shares an IP.
+    const auto& first = net.truth.at(0);
+    const auto found = find_peers(c, net.bootstrap, *id20::from_hex(first.at("announce_keys").at(0).get<std::string>()));
+    for (const auto& s : first.at("seeders")) CHECK_MESSAGE(found.values.contains(s.get<std::string>()), s << " not found");
+
+    // Of two clients on one IP the node verifies and keeps one; the second is not pinged.
+    const auto bootstrap_id = nodes.at(net.bootstrap);
+    krpc_client probe(0x7f000003);
+    const auto [kept, second_pinged] = two_clients_on_one_ip(probe, net.bootstrap, bootstrap_id);
+    CHECK(kept == 1);
+    CHECK_FALSE(second_pinged);
 }

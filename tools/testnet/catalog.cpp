@@ -38,6 +38,14 @@ std::optional<std::size_t> catalog::find(const id20& key) const {
 
 std::string catalog::info_dict(std::size_t i) const { return make_info_dict(seed_, i); }
 
+void catalog::add_holder(const id20& key, std::uint32_t node) {
+    const auto i = find(key);
+    if (!i) return;
+    auto& holders = torrents_[*i].holders;
+    // A hybrid's two keys at one node: one holder.
+    if (holders.empty() || holders.back() != node) holders.push_back(node);
+}
+
 void catalog::piece_served(std::size_t i, std::uint32_t requester_ip, std::size_t piece, std::size_t pieces) {
     auto& t = torrents_[i];
     if (t.first_served_at || piece >= pieces) return;

@@ -21,6 +21,9 @@ struct torrent {
     /// text: at 10,000 torrents a JSON tree costs ten times the memory.
     std::string truth;
     std::vector<std::uint32_t> seeders; ///< seeder indices
+    /// Node indices whose peer store held one of its keys when every torrent had been
+    /// announced once (record_holders), in node order.
+    std::vector<std::uint32_t> holders;
     std::optional<std::chrono::system_clock::time_point> first_served_at;
 };
 
@@ -43,6 +46,13 @@ public:
     /// first_served_at is set once one requester has had every piece, from one connection
     /// or several (a fetcher may spread the pieces over seeders).
     void piece_served(std::size_t i, std::uint32_t requester_ip, std::size_t piece, std::size_t pieces);
+
+    /// Node `node` stores `key`: it becomes a holder of the torrent announced under it.
+    /// Call node by node, in node order.
+    void add_holder(const id20& key, std::uint32_t node);
+    /// Every node's store was read into `holders` (the truth file then lists them).
+    void holders_recorded() noexcept { holders_recorded_ = true; }
+    bool has_holders() const noexcept { return holders_recorded_; }
     std::size_t served_count() const noexcept { return served_; }
 
 private:
@@ -52,6 +62,7 @@ private:
     std::vector<std::pair<id20, std::uint32_t>> by_key_; // sorted
     std::unordered_map<std::uint64_t, std::vector<bool>> partial_; // (torrent, requester) -> pieces had
     std::size_t served_ = 0;
+    bool holders_recorded_ = false;
 };
 
 } // namespace dhtc::testnet

@@ -25,6 +25,7 @@
 
 #include "testnet/address_plan.hpp"
 #include "testnet/catalog.hpp"
+#include "testnet/ip_groups.hpp"
 #include "testnet/network.hpp"
 #include "testnet/seeder.hpp"
 #include "testnet/truth.hpp"
@@ -53,6 +54,8 @@ struct options {
     double block_rate = 0;
     unsigned block_timeout = 300;
     double nat = 0;
+    ip_group_options shared_ip;
+    bool restrict_ips = false;
     bool quiet = false;
     bool stop_on_stdin_eof = false;
 };
@@ -93,9 +96,17 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
   --block-timeout S    how long a blocked IP is ignored (libtorrent: 300; default 300)
   --nat F              share of nodes behind NAT: they query, but queries to them never
                        arrive, so they never answer and are never in tables (default 0)
-  --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2 --replace-per-hour 0.2:
-                       the real DHT where it
-                       matters to a crawler (samples are 20 hashes, as always)
+  --shared-ip F        share of nodes in groups that share one IP, each node on its own UDP
+                       port with its own id, table, peer store, tokens and blocker, like
+                       libtorrent sessions behind one NAT or on one host (default 0)
+  --shared-ip-group MIN-MAX
+                       size of those groups, uniform in MIN..MAX, 2..64 (default 2-16)
+  --restrict-ips 0|1   libtorrent's dht_restrict_routing_ips and dht_restrict_search_ips,
+                       per IP: a node's table holds one node per IP, a lookup asks one node
+                       per IP (default 0)
+  --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2 --replace-per-hour 0.2
+                       --shared-ip 0.1 --restrict-ips 1: the real DHT where it matters to a
+                       crawler (samples are 20 hashes, as always); options after it override
   --quiet              no periodic statistics on stderr
   --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
                        holds a pipe open and closes it to say "stop")
@@ -136,6 +147,8 @@ std::optional<options> parse_args(int argc, char** argv) {
             o.sample_interval = 21600;
             o.nat = 0.2;
             o.replace_per_hour = 0.2;
+            o.shared_ip.share = 0.1; // a guess: see README.md, "Behaving like the real DHT"
+            o.restrict_ips = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -167,6 +180,12 @@ std::optional<options> parse_args(int argc, char** argv) {
         else if (a == "--block-rate") ok = parse_number(v, o.block_rate) && o.block_rate >= 0;
         else if (a == "--block-timeout") ok = parse_number(v, o.block_timeout);
         else if (a == "--nat") ok = parse_number(v, o.nat) && o.nat >= 0 && o.nat < 1;
+        else if (a == "--shared-ip") ok = parse_number(v, o.shared_ip.share) && o.shared_ip.share >= 0 && o.shared_ip.share <= 1;
+        else if (a == "--shared-ip-group") ok = o.shared_ip.parse_sizes(v);
+        else if (a == "--restrict-ips") {
+            ok = v == "0" || v == "1";
+            o.restrict_ips = v == "1";
+        }
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
             return std::nullopt;
@@ -227,7 +246,11 @@ int run(const options& o) {
         return 2;
     }
     std::string error;
-    const auto plan = address_plan::make(*range, o.nodes + o.seeders, error);
+    auto group_options = o.shared_ip;
+    group_options.seed = o.seed;
+    const ip_groups groups(o.nodes, group_options);
+    // The nodes' addresses first (a group has one), then one per seeder.
+    const auto plan = address_plan::make(*range, groups.addresses() + o.seeders, error);
     if (!plan) {
         std::fprintf(stderr, "%s\n", error.c_str());
         return 2;
@@ -239,6 +262,14 @@ int run(const options& o) {
     asio::io_context io(1);
     network_options no;
     no.port = o.port != 0 ? o.port : pick_port(io);
+    // One more UDP port per port slot a group uses: --port's successors, or free ones.
+    for (std::size_t slot = 1; slot < groups.port_slots(); ++slot) {
+        if (o.port != 0 && std::size_t{o.port} + slot > 65535) {
+            std::fprintf(stderr, "--port %u leaves no room for the %zu ports shared IPs use\n", o.port, groups.port_slots());
+            return 2;
+        }
+        no.extra_ports.push_back(o.port != 0 ? static_cast<std::uint16_t>(o.port + slot) : 0);
+    }
     no.seed = o.seed;
     no.churn = o.churn;
     no.replace_per_hour = o.replace_per_hour;
@@ -248,9 +279,18 @@ int run(const options& o) {
     no.block_timeout = o.block_timeout;
     no.nat = o.nat;
     no.node.sample_interval = o.sample_interval;
+    no.node.restrict_ips = o.restrict_ips;
     no.node.peer_ttl = std::max<seconds>(1800, 2 * o.reannounce + 60);
     network net(io, no);
-    for (std::size_t i = 0; i < o.nodes; ++i) net.add_node(plan->address(i));
+    std::vector<node_view> node_views;
+    for (std::size_t i = 0; i < o.nodes; ++i) {
+        net.add_node(plan->address(groups.address_of(i)), groups.port_slot(i));
+        node_views.push_back({ipv4_to_string(net.node(i).ip()) + ":" + std::to_string(net.node(i).port()), groups.shared(i)});
+    }
+    if (groups.groups() > 0)
+        std::fprintf(stderr, "testnet: %zu of %zu nodes share %zu IPs (groups of %zu..%zu, %zu UDP ports)\n",
+                     groups.shared_nodes(), o.nodes, groups.groups(), o.shared_ip.min_size, o.shared_ip.max_size,
+                     groups.port_slots());
 
     seeder_options so;
     so.count = o.seeders;
@@ -259,7 +299,7 @@ int run(const options& o) {
     so.seed = o.seed;
     so.policy_mix = o.policy_mix;
     std::vector<std::uint32_t> seeder_ips;
-    for (std::size_t s = 0; s < o.seeders; ++s) seeder_ips.push_back(plan->address(o.nodes + s));
+    for (std::size_t s = 0; s < o.seeders; ++s) seeder_ips.push_back(plan->address(groups.addresses() + s));
     seeder_set seeders(io, net, torrents, so, seeder_ips);
     try {
         seeders.listen(net.port());
@@ -273,7 +313,7 @@ int run(const options& o) {
     for (std::size_t s = 0; s < seeders.size(); ++s)
         seeder_views.push_back({seeders.endpoint_of(s), std::string(to_string(seeders.policy(s))),
                                 std::string(to_string(seeders.mode(s)))});
-    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, false, error)) {
+    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, node_views, false, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;
     }
@@ -322,6 +362,12 @@ int run(const options& o) {
         std::fprintf(stderr, "testnet: %zu nodes bootstrapped in %.1f s, announcing\n", net.node_count(), elapsed());
         seeders.start([&] {
             std::fprintf(stderr, "testnet: every torrent announced once at %.1f s\n", elapsed());
+            // Who holds what now, so a crawler's figures can be split by it.
+            for (std::size_t i = 0; i < net.node_count(); ++i)
+                for (const auto& key : net.node(i).store().hashes()) torrents.add_holder(key, static_cast<std::uint32_t>(i));
+            torrents.holders_recorded();
+            if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, node_views, false, error))
+                std::fprintf(stderr, "testnet: %s\n", error.c_str());
             std::printf("BOOTSTRAP %s\n", bootstrap.c_str());
             std::fflush(stdout);
         });
@@ -373,17 +419,20 @@ int run(const options& o) {
     }
     std::fprintf(stderr,
                  "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full, blocked=%llu blocks=%llu "
+                 "blocked_shared_ip=%llu blocks_shared_ip=%llu shared_ip_nodes=%zu "
                  "to_nat=%llu replaced=%llu | policies (seeders/connections/full):%s mse=%llu mse_failed=%llu plaintext_refused=%llu "
                  "tcp_refused_utp_only=%llu utp_conn=%llu utp_refused=%llu\n",
                  cpu_seconds(), max_rss_kib(), served, torrents.size(),
                  static_cast<unsigned long long>(net.stats().blocked), static_cast<unsigned long long>(net.stats().blocks),
+                 static_cast<unsigned long long>(net.stats().blocked_shared_ip),
+                 static_cast<unsigned long long>(net.stats().blocks_shared_ip), net.shared_ip_nodes(),
                  static_cast<unsigned long long>(net.stats().to_nat),
                  static_cast<unsigned long long>(net.stats().replaced), by_policy.c_str(),
                  static_cast<unsigned long long>(ss.mse_handshakes), static_cast<unsigned long long>(ss.mse_failures),
                  static_cast<unsigned long long>(ss.plaintext_refused),
                  static_cast<unsigned long long>(ss.tcp_refused_utp_only),
                  static_cast<unsigned long long>(ss.utp_connections), static_cast<unsigned long long>(ss.utp_refused));
-    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, true, error)) {
+    if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, node_views, true, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;
     }

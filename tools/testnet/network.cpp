@@ -20,7 +20,7 @@ constexpr auto tick_period = std::chrono::milliseconds(100);
 constexpr auto churn_period = std::chrono::seconds(30);
 constexpr seconds mean_away = 300;
 
-std::uint64_t endpoint_key(std::uint32_t host, std::uint32_t ip, std::uint16_t port) {
+std::uint64_t verify_key(std::uint32_t host, std::uint32_t ip, std::uint16_t port) {
     return (std::uint64_t{host} << 48) ^ (std::uint64_t{ip} << 16) ^ port;
 }
 
@@ -28,7 +28,9 @@ std::uint64_t endpoint_key(std::uint32_t host, std::uint32_t ip, std::uint16_t p
 
 network::network(asio::io_context& io, const network_options& o)
     : io_(io), opt_(o), rng_(o.seed, 0x6e6574), tokens_(o.seed), timer_(io), started_(std::chrono::steady_clock::now()) {
-    hub_ = std::make_unique<udp_hub>(io, o.port, [this](const datagram& d) { on_datagram(d); });
+    std::vector<std::uint16_t> ports{o.port};
+    ports.insert(ports.end(), o.extra_ports.begin(), o.extra_ports.end());
+    hub_ = std::make_unique<udp_hub>(io, ports, [this](const datagram& d) { on_datagram(d); });
 }
 
 network::~network() = default;
@@ -38,38 +40,44 @@ seconds network::now() const noexcept {
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
 }
 
-std::size_t network::add_node(std::uint32_t ip) {
+std::size_t network::add_host(std::uint32_t ip, std::uint16_t port, bool node) {
     const auto id = dht::bep42_id(ip_address::v4(ip), static_cast<std::uint8_t>(rng_() & 0xff), rng_);
     const auto index = hosts_.size();
-    hosts_.push_back({ip, id, static_cast<std::int32_t>(nodes_.size()), {}});
-    node_host_.push_back(static_cast<std::uint32_t>(index));
-    nodes_.emplace_back(id, ip);
-    nodes_.back().behind_nat = opt_.nat > 0 && rng_.chance(opt_.nat);
-    by_ip_[ip] = static_cast<std::uint32_t>(index);
+    hosts_.push_back({ip, port, id, node ? static_cast<std::int32_t>(nodes_.size()) : -1, {}});
+    by_endpoint_[endpoint_key(ip, port)] = static_cast<std::uint32_t>(index);
     return index;
 }
 
-std::size_t network::add_client(std::uint32_t ip) {
-    const auto id = dht::bep42_id(ip_address::v4(ip), static_cast<std::uint8_t>(rng_() & 0xff), rng_);
-    const auto index = hosts_.size();
-    hosts_.push_back({ip, id, -1, {}});
-    by_ip_[ip] = static_cast<std::uint32_t>(index);
+std::size_t network::add_node(std::uint32_t ip, std::size_t port_slot) {
+    const auto index = add_host(ip, hub_->port(port_slot), true);
+    const auto& h = hosts_[index];
+    node_host_.push_back(static_cast<std::uint32_t>(index));
+    nodes_.emplace_back(h.id, h.ip, h.port, opt_.node.restrict_ips);
+    nodes_.back().behind_nat = opt_.nat > 0 && rng_.chance(opt_.nat);
     return index;
+}
+
+std::size_t network::add_client(std::uint32_t ip) { return add_host(ip, hub_->port(), false); }
+
+std::size_t network::shared_ip_nodes() const noexcept {
+    return static_cast<std::size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const dht_node& n) { return n.shared_ip; }));
 }
 
 std::size_t network::online_nodes() const noexcept {
     return static_cast<std::size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const dht_node& n) { return n.online; }));
 }
 
+contact network::contact_of(std::size_t node) const {
+    return contact{nodes_[node].id(), nodes_[node].ip(), nodes_[node].port()};
+}
+
 void network::seed_tables() {
     if (nodes_.empty()) return;
-    const auto port = hub_->port();
-    auto contact_of = [&](std::size_t node) { return contact{nodes_[node].id(), nodes_[node].ip(), port}; };
     for (auto& h : hosts_) {
         std::vector<contact> start{contact_of(0)};
         for (int i = 0; i < 8; ++i) start.push_back(contact_of(rng_.below(nodes_.size())));
         for (const auto& c : start) {
-            if (c.ip == h.ip) continue;
+            if (c.ip == h.ip && c.port == h.port) continue;
             if (h.node >= 0) nodes_[static_cast<std::size_t>(h.node)].table().insert(c, 0);
             else h.known.push_back(c);
         }
@@ -80,21 +88,25 @@ void network::replace_node(std::uint32_t index) {
     auto& h = hosts_[node_host_[index]];
     const bool nat = nodes_[index].behind_nat;
     const bool online = nodes_[index].online;
+    const bool shared_ip = nodes_[index].shared_ip;
     h.id = dht::bep42_id(ip_address::v4(h.ip), static_cast<std::uint8_t>(rng_() & 0xff), rng_);
-    nodes_[index] = dht_node(h.id, h.ip);
+    nodes_[index] = dht_node(h.id, h.ip, h.port, opt_.node.restrict_ips);
     nodes_[index].behind_nat = nat;
     nodes_[index].online = online;
-    const auto port = hub_->port();
-    nodes_[index].table().insert(contact{nodes_[0].id(), nodes_[0].ip(), port}, now());
+    nodes_[index].shared_ip = shared_ip;
+    nodes_[index].table().insert(contact_of(0), now());
     for (int i = 0; i < 8; ++i) {
         const auto other = rng_.below(nodes_.size());
-        if (other != index) nodes_[index].table().insert(contact{nodes_[other].id(), nodes_[other].ip(), port}, now());
+        if (other != index) nodes_[index].table().insert(contact_of(other), now());
     }
     ++stats_.replaced;
     if (online) lookup(node_host_[index], h.id, false, {});
 }
 
 void network::start() {
+    std::unordered_map<std::uint32_t, std::uint32_t> nodes_per_ip;
+    for (const auto& n : nodes_) ++nodes_per_ip[n.ip()];
+    for (auto& n : nodes_) n.shared_ip = nodes_per_ip[n.ip()] > 1;
     hub_->start();
     schedule(std::chrono::minutes(5), event_kind::rotate_tokens, 0);
     schedule(std::chrono::minutes(1), event_kind::expire_peers, 0);
@@ -134,8 +146,8 @@ void network::on_datagram(const datagram& d) {
         if (!stream_handler_(d)) ++stats_.unknown_destination;
         return;
     }
-    const auto it = by_ip_.find(d.to_ip);
-    if (it == by_ip_.end()) {
+    const auto it = by_endpoint_.find(endpoint_key(d.to_ip, d.to_port));
+    if (it == by_endpoint_.end()) {
         ++stats_.unknown_destination;
         return;
     }
@@ -149,8 +161,13 @@ void network::on_datagram(const datagram& d) {
         const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
         const auto v = n.blocker(d.from_ip, t, opt_.block_rate, opt_.block_timeout);
         if (v != block_verdict::pass) {
+            const bool fresh = v == block_verdict::newly_blocked;
             ++stats_.blocked;
-            if (v == block_verdict::newly_blocked) ++stats_.blocks;
+            stats_.blocks += fresh ? 1 : 0;
+            if (n.shared_ip) {
+                ++stats_.blocked_shared_ip;
+                stats_.blocks_shared_ip += fresh ? 1 : 0;
+            }
             return;
         }
     }
@@ -167,7 +184,7 @@ void network::on_datagram(const datagram& d) {
             out_.clear();
             krpc::encode_error(out_, m.transaction, krpc::error_protocol, krpc::to_string(r.code),
                                endpoint{ip_address::v4(d.from_ip), d.from_port}, client_version);
-            hub_->send(h.ip, d.from_ip, d.from_port, out_);
+            send(h, d.from_ip, d.from_port);
         }
         return;
     }
@@ -184,7 +201,7 @@ void network::on_query(host& h, const krpc::message& m, const datagram& d) {
     }
     out_.clear();
     n.answer(m, d.from_ip, d.from_port, tokens_, opt_.node, now(), rng_, stats_.nodes, out_);
-    if (!out_.empty()) hub_->send(h.ip, d.from_ip, d.from_port, out_);
+    if (!out_.empty()) send(h, d.from_ip, d.from_port);
     maybe_verify(h, m, d);
 }
 
@@ -193,10 +210,10 @@ void network::maybe_verify(host& h, const krpc::message& m, const datagram& d) {
     // it only when it answers, so only nodes that answer queries get in.
     if (m.read_only || m.id == h.id) return;
     auto& table = nodes_[static_cast<std::size_t>(h.node)].table();
-    if (table.contains(m.id) || !table.has_room_for(m.id)) return;
-    const auto key = endpoint_key(static_cast<std::uint32_t>(&h - hosts_.data()), d.from_ip, d.from_port);
-    if (verifying_.contains(key)) return;
     const contact c{m.id, d.from_ip, d.from_port};
+    if (table.contains(m.id) || !table.has_room_for(c)) return;
+    const auto key = verify_key(static_cast<std::uint32_t>(&h - hosts_.data()), d.from_ip, d.from_port);
+    if (verifying_.contains(key)) return;
     const bool sent = send_query(static_cast<std::uint32_t>(&h - hosts_.data()), tx_kind::verify_ping, 0, c,
                                  [](std::string& out, const krpc::query_header& q) { return krpc::encode_ping(out, q); });
     if (sent) {
@@ -225,13 +242,13 @@ void network::on_reply(host& h, const krpc::message& m, const datagram& d) {
     if (it == tx_.end()) return;
     const pending_tx tx = it->second;
     // Only the node we asked may answer, and only to the host that asked.
-    if (tx.to_ip != d.from_ip || tx.to_port != d.from_port || hosts_[tx.host].ip != h.ip) return;
+    if (tx.to_ip != d.from_ip || tx.to_port != d.from_port || &hosts_[tx.host] != &h) return;
     tx_.erase(it);
     const bool ok = m.type == krpc::message_type::response;
     const contact from{m.id, d.from_ip, d.from_port};
     switch (tx.kind) {
     case tx_kind::verify_ping:
-        verifying_.erase(endpoint_key(tx.host, tx.to_ip, tx.to_port));
+        verifying_.erase(verify_key(tx.host, tx.to_ip, tx.to_port));
         if (ok) learn(h, from);
         return;
     case tx_kind::announce:
@@ -281,14 +298,17 @@ bool network::send_query(std::uint32_t host_index, tx_kind kind, std::uint32_t l
     if (!encode(out_, q)) return false;
     tx_[tid] = pending_tx{host_index, lookup, to.ip, to.port, kind, to.id};
     tx_order_.emplace_back(std::chrono::steady_clock::now() + tx_timeout, tid);
-    hub_->send(hosts_[host_index].ip, to.ip, to.port, out_);
+    send(hosts_[host_index], to.ip, to.port);
     return true;
 }
 
 void network::add_candidate(lookup_state& l, const id20& id, std::uint32_t ip, std::uint16_t port) {
-    if (ip == hosts_[l.host].ip || port == 0) return;
+    const host& self = hosts_[l.host];
+    if ((ip == self.ip && port == self.port) || port == 0) return;
+    // restrict_ips: one node per address in a lookup (libtorrent's dht_restrict_search_ips).
+    const bool one_per_ip = opt_.node.restrict_ips;
     for (const auto& c : l.cands) {
-        if (c.id == id || (c.ip == ip && c.port == port)) return;
+        if (c.id == id || (c.ip == ip && (c.port == port || one_per_ip))) return;
     }
     candidate c{id, dht::distance(id, l.target), ip, port, 0, {}};
     auto pos = std::lower_bound(l.cands.begin(), l.cands.end(), c.dist,
@@ -410,7 +430,7 @@ void network::sweep_timeouts() {
         host& h = hosts_[tx.host];
         if (h.node >= 0 && tx.kind != tx_kind::verify_ping)
             nodes_[static_cast<std::size_t>(h.node)].table().failed(tx.to_id);
-        if (tx.kind == tx_kind::verify_ping) verifying_.erase(endpoint_key(tx.host, tx.to_ip, tx.to_port));
+        if (tx.kind == tx_kind::verify_ping) verifying_.erase(verify_key(tx.host, tx.to_ip, tx.to_port));
         if (tx.kind != tx_kind::lookup) continue;
         const auto lit = lookups_.find(tx.lookup);
         if (lit == lookups_.end()) continue;

@@ -27,7 +27,9 @@
 namespace dhtc::testnet {
 
 struct network_options {
-    std::uint16_t port = 0;
+    std::uint16_t port = 0;        ///< the main port (0: any free one)
+    /// Ports for port slots 1.. (nodes sharing an address, see ip_groups); 0: any free one.
+    std::vector<std::uint16_t> extra_ports;
     std::uint64_t seed = 1;
     double churn = 0.1;            ///< average share of nodes away at any time
     double replace_per_hour = 0;   ///< share of nodes replaced each hour by a new node at the same address
@@ -60,6 +62,8 @@ struct network_stats {
     std::uint64_t tx_dropped = 0;
     std::uint64_t blocked = 0;     ///< packets a node's blocker ignored
     std::uint64_t blocks = 0;      ///< times a node started ignoring an IP
+    std::uint64_t blocked_shared_ip = 0; ///< of blocked: by nodes that share their IP
+    std::uint64_t blocks_shared_ip = 0;  ///< of blocks: by nodes that share their IP
     std::uint64_t to_nat = 0;      ///< unsolicited queries that a NAT kept from a node
     std::uint64_t replaced = 0;    ///< nodes replaced by a new identity (replace_per_hour)
 };
@@ -69,16 +73,17 @@ public:
     network(asio::io_context& io, const network_options& o);
     ~network();
 
-    /// A DHT node on `ip`, with a BEP-42 id for it. Returns its host index.
-    std::size_t add_node(std::uint32_t ip);
-    /// A seeder's DHT client on `ip`: it sends queries and takes replies, but answers no
-    /// query (like a client behind NAT), so nodes never put it in their tables.
+    /// A DHT node on `ip` and the port of `port_slot` (0: the main port), with a BEP-42 id
+    /// for that IP (nodes sharing it get different random parts). Returns its host index.
+    std::size_t add_node(std::uint32_t ip, std::size_t port_slot = 0);
+    /// A seeder's DHT client on `ip` (main port): it sends queries and takes replies, but
+    /// answers no query (like a client behind NAT), so nodes never put it in their tables.
     std::size_t add_client(std::uint32_t ip);
 
     /// Gives every node the table a restarted client has from its saved state: the first
     /// node plus a few random others; clients get the same as their starting contacts.
     void seed_tables();
-    /// Opens the socket and starts the timers.
+    /// Marks the nodes that share an address, starts the sockets and the timers.
     void start();
     /// Every online node looks itself up (staggered); `done` runs when all finished.
     void bootstrap(std::function<void()> done);
@@ -86,6 +91,7 @@ public:
 
     std::uint16_t port() const noexcept { return hub_->port(); }
     const dht_node& node(std::size_t i) const { return nodes_[i]; }
+    std::size_t shared_ip_nodes() const noexcept;
     std::size_t node_count() const noexcept { return nodes_.size(); }
     std::size_t online_nodes() const noexcept;
     std::uint32_t host_ip(std::size_t host) const noexcept { return hosts_[host].ip; }
@@ -103,9 +109,9 @@ public:
     /// it returns false when nothing there takes them (counted as unknown_destination).
     using stream_handler = std::function<bool(const datagram&)>;
     void on_stream_datagram(stream_handler handler) { stream_handler_ = std::move(handler); }
-    /// A raw datagram from a simulated host (a uTP seeder's packets).
+    /// A raw datagram from a simulated host on the main port (a uTP seeder's packets).
     void send_datagram(std::uint32_t from_ip, std::uint32_t to_ip, std::uint16_t to_port, std::string_view bytes) {
-        hub_->send(from_ip, to_ip, to_port, bytes);
+        hub_->send(from_ip, hub_->port(), to_ip, to_port, bytes);
     }
 
     const network_stats& stats() const noexcept { return stats_; }
@@ -123,6 +129,7 @@ private:
     };
     struct host {
         std::uint32_t ip;
+        std::uint16_t port;
         id20 id;
         std::int32_t node = -1;            ///< index in nodes_, or -1 for a client
         std::vector<contact> known;        ///< clients only: contacts to start lookups from
@@ -152,6 +159,14 @@ private:
         bool operator>(const event& o) const noexcept { return due > o.due; }
     };
 
+    std::size_t add_host(std::uint32_t ip, std::uint16_t port, bool node);
+    contact contact_of(std::size_t node) const;
+    static std::uint64_t endpoint_key(std::uint32_t ip, std::uint16_t port) noexcept {
+        return std::uint64_t{ip} << 16 | port;
+    }
+    void send(const host& from, std::uint32_t to_ip, std::uint16_t to_port) {
+        hub_->send(from.ip, from.port, to_ip, to_port, out_);
+    }
     void on_datagram(const datagram& d);
     void on_query(host& h, const krpc::message& m, const datagram& d);
     void on_reply(host& h, const krpc::message& m, const datagram& d);
@@ -179,7 +194,7 @@ private:
     std::vector<host> hosts_;
     std::vector<dht_node> nodes_;
     std::vector<std::uint32_t> node_host_; // node index -> host index
-    std::unordered_map<std::uint32_t, std::uint32_t> by_ip_;
+    std::unordered_map<std::uint64_t, std::uint32_t> by_endpoint_; // endpoint_key -> host index
 
     static constexpr std::size_t max_transactions = 200000;
     static constexpr auto tx_timeout = std::chrono::seconds(4);

@@ -20,6 +20,15 @@ std::uint8_t routing_table::bucket_of(const id20& id) const noexcept {
     return static_cast<std::uint8_t>(std::min(dht::common_prefix_bits(own_, id), 159));
 }
 
+routing_table::address_check routing_table::check_address(const contact& c) const noexcept {
+    if (!one_per_ip_) return address_check::free;
+    for (const auto& e : entries_) {
+        if (e.ip != c.ip || e.id == c.id) continue;
+        return e.port == c.port ? address_check::same_endpoint : address_check::taken;
+    }
+    return address_check::free;
+}
+
 bool routing_table::insert(const contact& c, seconds now) {
     if (c.id == own_) return false;
     for (auto& e : entries_) {
@@ -30,6 +39,15 @@ bool routing_table::insert(const contact& c, seconds now) {
             e.last_seen = now;
             return true;
         }
+    }
+    switch (check_address(c)) {
+    case address_check::free: break;
+    case address_check::taken: return false;
+    case address_check::same_endpoint:
+        // The node at that endpoint answered under a new id (a restarted session): as
+        // libtorrent does for a verified node, the old entry goes.
+        std::erase_if(entries_, [&](const entry& e) { return e.ip == c.ip && e.port == c.port; });
+        break;
     }
     const auto b = bucket_of(c.id);
     std::size_t in_bucket = 0;
@@ -55,9 +73,12 @@ bool routing_table::contains(const id20& id) const noexcept {
     return std::any_of(entries_.begin(), entries_.end(), [&](const entry& e) { return e.id == id; });
 }
 
-bool routing_table::has_room_for(const id20& id) const noexcept {
-    if (id == own_) return false;
-    const auto b = bucket_of(id);
+bool routing_table::has_room_for(const contact& c) const noexcept {
+    if (c.id == own_) return false;
+    const auto address = check_address(c);
+    if (address == address_check::taken) return false;
+    if (address == address_check::same_endpoint) return true;
+    const auto b = bucket_of(c.id);
     std::size_t in_bucket = 0;
     for (const auto& e : entries_) {
         if (e.bucket != b) continue;
@@ -169,22 +190,25 @@ void token_keys::rotate() {
     current_ = {gen_(), gen_()};
 }
 
-std::uint32_t token_keys::hash(const siphash_key& key, std::uint32_t node_ip, std::uint32_t querier_ip) noexcept {
-    char buf[8];
+std::uint32_t token_keys::hash(const siphash_key& key, std::uint32_t node_ip, std::uint16_t node_port,
+                               std::uint32_t querier_ip) noexcept {
+    char buf[10];
     std::memcpy(buf, &node_ip, 4);
     std::memcpy(buf + 4, &querier_ip, 4);
+    std::memcpy(buf + 8, &node_port, 2);
     return static_cast<std::uint32_t>(siphash24(key, std::string_view(buf, sizeof buf)));
 }
 
-std::uint32_t token_keys::make(std::uint32_t node_ip, std::uint32_t querier_ip) const noexcept {
-    return hash(current_, node_ip, querier_ip);
+std::uint32_t token_keys::make(std::uint32_t node_ip, std::uint16_t node_port, std::uint32_t querier_ip) const noexcept {
+    return hash(current_, node_ip, node_port, querier_ip);
 }
 
-bool token_keys::valid(std::uint32_t node_ip, std::uint32_t querier_ip, std::string_view token) const noexcept {
+bool token_keys::valid(std::uint32_t node_ip, std::uint16_t node_port, std::uint32_t querier_ip,
+                       std::string_view token) const noexcept {
     if (token.size() != 4) return false;
     std::uint32_t t;
     std::memcpy(&t, token.data(), 4);
-    return t == hash(current_, node_ip, querier_ip) || t == hash(previous_, node_ip, querier_ip);
+    return t == hash(current_, node_ip, node_port, querier_ip) || t == hash(previous_, node_ip, node_port, querier_ip);
 }
 
 // ---- answers ------------------------------------------------------------------------------
@@ -211,7 +235,7 @@ void dht_node::answer(const krpc::message& q, std::uint32_t from_ip, std::uint16
         krpc::encode_find_node_response(out, h, closest_nodes(a.target), {});
         return;
     case krpc::method::get_peers: {
-        const std::uint32_t t = tokens.make(ip_, from_ip);
+        const std::uint32_t t = tokens.make(ip_, port_, from_ip);
         const std::string_view token(reinterpret_cast<const char*>(&t), sizeof t);
         std::vector<endpoint> values;
         store_.get(a.info_hash, now, 50, values);
@@ -220,7 +244,7 @@ void dht_node::answer(const krpc::message& q, std::uint32_t from_ip, std::uint16
         return;
     }
     case krpc::method::announce_peer: {
-        if (!tokens.valid(ip_, from_ip, a.token)) {
+        if (!tokens.valid(ip_, port_, from_ip, a.token)) {
             ++stats.bad_tokens;
             ++stats.errors_sent;
             krpc::encode_error(out, q.transaction, krpc::error_protocol, "invalid token", requester, client_version);

@@ -239,7 +239,7 @@ void seeder_set::assign_policies() {
 
 bool seeder_set::on_utp_datagram(const datagram& d) {
     const auto it = by_ip_.find(d.to_ip);
-    if (it == by_ip_.end() || !seeders_[it->second].utp || stopped_) return false;
+    if (it == by_ip_.end() || d.to_port != port_ || !seeders_[it->second].utp || stopped_) return false;
     seeders_[it->second].utp->on_datagram(d.from_ip, d.from_port, d.bytes);
     return true;
 }

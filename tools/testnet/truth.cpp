@@ -11,7 +11,7 @@
 namespace dhtc::testnet {
 
 bool write_truth(const std::string& path, const catalog& torrents, const std::vector<seeder_view>& seeder_views,
-                 bool with_first_served, std::string& error) {
+                 const std::vector<node_view>& node_views, bool with_first_served, std::string& error) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -32,6 +32,15 @@ bool write_truth(const std::string& path, const catalog& torrents, const std::ve
             for (auto s : t.seeders) behaviours.push_back(seeder_views.at(s).behaviour);
             auto& keys = extra["announce_keys"] = nlohmann::json::array();
             for (const auto& k : t.keys) keys.push_back(k.hex());
+            if (torrents.has_holders()) {
+                auto& holders = extra["holders"] = nlohmann::json::array();
+                auto& shared = extra["holders_shared_ip"] = nlohmann::json::array();
+                for (auto n : t.holders) {
+                    const auto& v = node_views.at(n);
+                    holders.push_back(v.endpoint);
+                    if (v.shared_ip) shared.push_back(v.endpoint);
+                }
+            }
             if (with_first_served) {
                 extra["first_served_at"] =
                     t.first_served_at ? nlohmann::json(metadata::to_rfc3339(*t.first_served_at)) : nlohmann::json(nullptr);

@@ -10,20 +10,25 @@
 
 namespace dhtc::testnet {
 
-udp_hub::udp_hub(asio::io_context& io, std::uint16_t port, handler on_datagram)
-    : io_(io), socket_(io), on_datagram_(std::move(on_datagram)) {
-    socket_.open(asio::ip::udp::v4());
-    const int fd = socket_.native_handle();
-    int one = 1;
-    if (::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) != 0)
-        throw std::runtime_error(std::string("IP_PKTINFO: ") + std::strerror(errno));
-    // Thousands of hosts share this socket: big buffers absorb bursts (capped by rmem_max).
-    int bytes = 8 << 20;
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-    socket_.bind(asio::ip::udp::endpoint(asio::ip::address_v4::any(), port));
-    socket_.non_blocking(true);
-    port_ = socket_.local_endpoint().port();
+udp_hub::udp_hub(asio::io_context& io, const std::vector<std::uint16_t>& ports, handler on_datagram)
+    : io_(io), on_datagram_(std::move(on_datagram)) {
+    sockets_.reserve(ports.size());
+    for (const auto port : ports) {
+        auto& b = sockets_.emplace_back(bound_socket{asio::ip::udp::socket(io), 0});
+        b.socket.open(asio::ip::udp::v4());
+        const int fd = b.socket.native_handle();
+        int one = 1;
+        if (::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) != 0)
+            throw std::runtime_error(std::string("IP_PKTINFO: ") + std::strerror(errno));
+        // Thousands of hosts share the main socket: big buffers absorb bursts (capped by
+        // rmem_max). The others serve a node per shared address and need less.
+        int bytes = sockets_.size() == 1 ? 8 << 20 : 1 << 20;
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+        b.socket.bind(asio::ip::udp::endpoint(asio::ip::address_v4::any(), port));
+        b.socket.non_blocking(true);
+        b.port = b.socket.local_endpoint().port();
+    }
 
     rx_data_.resize(batch);
     rx_from_.resize(batch);
@@ -34,27 +39,29 @@ udp_hub::udp_hub(asio::io_context& io, std::uint16_t port, handler on_datagram)
     tx_msg_.resize(tx_capacity);
 }
 
-void udp_hub::start() { wait_readable(); }
+void udp_hub::start() {
+    for (std::size_t slot = 0; slot < sockets_.size(); ++slot) wait_readable(slot);
+}
 
 void udp_hub::close() {
     if (closed_) return;
     flush();
     closed_ = true;
     asio::error_code ec;
-    socket_.close(ec);
+    for (auto& b : sockets_) b.socket.close(ec);
 }
 
-void udp_hub::wait_readable() {
+void udp_hub::wait_readable(std::size_t slot) {
     if (closed_) return;
-    socket_.async_wait(asio::ip::udp::socket::wait_read, [this](const asio::error_code& ec) {
+    sockets_[slot].socket.async_wait(asio::ip::udp::socket::wait_read, [this, slot](const asio::error_code& ec) {
         if (ec || closed_) return;
-        drain();
-        wait_readable();
+        drain(slot);
+        wait_readable(slot);
     });
 }
 
-void udp_hub::drain() {
-    const int fd = socket_.native_handle();
+void udp_hub::drain(std::size_t slot) {
+    const int fd = sockets_[slot].socket.native_handle();
     // Bounded work per wake-up so timers and TCP get their turn.
     for (int round = 0; round < 16 && !closed_; ++round) {
         for (std::size_t i = 0; i < batch; ++i) {
@@ -75,6 +82,7 @@ void udp_hub::drain() {
             const auto& h = rx_msg_[static_cast<std::size_t>(i)].msg_hdr;
             if (h.msg_flags & MSG_TRUNC) continue; // longer than any KRPC message
             datagram d;
+            d.to_port = sockets_[slot].port;
             for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
                     in_pktinfo info;
@@ -95,9 +103,12 @@ void udp_hub::drain() {
     }
 }
 
-void udp_hub::send(std::uint32_t from_ip, std::uint32_t to_ip, std::uint16_t to_port, std::string_view bytes) {
+void udp_hub::send(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
+                   std::string_view bytes) {
     if (closed_) return;
-    if (bytes.size() > max_datagram) {
+    std::size_t socket = 0;
+    while (socket < sockets_.size() && sockets_[socket].port != from_port) ++socket;
+    if (bytes.size() > max_datagram || socket == sockets_.size()) {
         ++send_dropped_;
         return;
     }
@@ -109,6 +120,7 @@ void udp_hub::send(std::uint32_t from_ip, std::uint32_t to_ip, std::uint16_t to_
     auto& s = tx_[tx_count_];
     std::memcpy(s.data.data(), bytes.data(), bytes.size());
     s.size = bytes.size();
+    s.socket = socket;
     s.to = {};
     s.to.sin_family = AF_INET;
     s.to.sin_addr.s_addr = htonl(to_ip);
@@ -140,10 +152,24 @@ void udp_hub::send(std::uint32_t from_ip, std::uint32_t to_ip, std::uint16_t to_
 }
 
 void udp_hub::flush() {
-    const int fd = socket_.native_handle();
+    if (sockets_.size() == 1) {
+        send_batch(sockets_[0].socket.native_handle(), tx_msg_.data(), tx_count_);
+    } else {
+        // One sendmmsg per socket, each with that socket's datagrams in their order.
+        for (std::size_t socket = 0; socket < sockets_.size(); ++socket) {
+            tx_batch_.clear();
+            for (std::size_t i = 0; i < tx_count_; ++i)
+                if (tx_[i].socket == socket) tx_batch_.push_back(tx_msg_[i]);
+            send_batch(sockets_[socket].socket.native_handle(), tx_batch_.data(), tx_batch_.size());
+        }
+    }
+    tx_count_ = 0;
+}
+
+void udp_hub::send_batch(int fd, mmsghdr* msgs, std::size_t count) {
     std::size_t done = 0;
-    while (done < tx_count_ && !closed_) {
-        const int n = ::sendmmsg(fd, tx_msg_.data() + done, static_cast<unsigned>(tx_count_ - done), MSG_DONTWAIT);
+    while (done < count && !closed_) {
+        const int n = ::sendmmsg(fd, msgs + done, static_cast<unsigned>(count - done), MSG_DONTWAIT);
         if (n > 0) {
             done += static_cast<std::size_t>(n);
             sent_ += static_cast<std::uint64_t>(n);
@@ -155,7 +181,6 @@ void udp_hub::flush() {
         ++send_dropped_;
         ++done;
     }
-    tx_count_ = 0;
 }
 
 } // namespace dhtc::testnet

@@ -1,6 +1,8 @@
-// One UDP socket, bound to the wildcard address, that speaks for every simulated host:
-// IP_PKTINFO on receive says which loopback address a datagram was sent to, and on send
-// sets the source address of the reply. Datagrams move in recvmmsg/sendmmsg batches.
+// The UDP sockets that speak for every simulated host, each bound to the wildcard address
+// on a port of its own: IP_PKTINFO on receive says which loopback address a datagram was
+// sent to, and on send sets the source address of the reply. A host is an (address, port)
+// pair: most hosts use the first (main) port; nodes that share an address use one port
+// each (see ip_groups). Datagrams move in recvmmsg/sendmmsg batches.
 #pragma once
 
 #include <array>
@@ -21,6 +23,7 @@ namespace dhtc::testnet {
 /// One received datagram. Addresses in host byte order.
 struct datagram {
     std::uint32_t to_ip = 0;   ///< the simulated host it was sent to
+    std::uint16_t to_port = 0; ///< and the port (the socket it arrived on)
     std::uint32_t from_ip = 0;
     std::uint16_t from_port = 0;
     std::string_view bytes;    ///< valid during the handler call only
@@ -35,16 +38,20 @@ public:
 
     using handler = std::function<void(const datagram&)>;
 
-    /// Binds 0.0.0.0:port (0 = any free port) with IP_PKTINFO. Throws on failure.
-    udp_hub(asio::io_context& io, std::uint16_t port, handler on_datagram);
+    /// Binds 0.0.0.0 on each of `ports` (0 = any free port) with IP_PKTINFO; the first is
+    /// the main port. Throws on failure.
+    udp_hub(asio::io_context& io, const std::vector<std::uint16_t>& ports, handler on_datagram);
 
-    std::uint16_t port() const noexcept { return port_; }
+    /// The port of socket `slot` (0: the main port).
+    std::uint16_t port(std::size_t slot = 0) const noexcept { return sockets_[slot].port; }
+    std::size_t port_count() const noexcept { return sockets_.size(); }
     void start();
     void close();
 
-    /// Queues a datagram from `from_ip` (a simulated host) to to_ip:to_port. Sent at the
-    /// next flush, which is posted automatically.
-    void send(std::uint32_t from_ip, std::uint32_t to_ip, std::uint16_t to_port, std::string_view bytes);
+    /// Queues a datagram from from_ip:from_port (a simulated host; from_port one of ours)
+    /// to to_ip:to_port. Sent at the next flush, which is posted automatically.
+    void send(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
+              std::string_view bytes);
     void flush();
 
     std::uint64_t received() const noexcept { return received_; }
@@ -52,21 +59,26 @@ public:
     std::uint64_t send_dropped() const noexcept { return send_dropped_; }
 
 private:
-    void wait_readable();
-    void drain();
+    struct bound_socket {
+        asio::ip::udp::socket socket;
+        std::uint16_t port = 0;
+    };
+    void wait_readable(std::size_t slot);
+    void drain(std::size_t slot);
+    void send_batch(int fd, mmsghdr* msgs, std::size_t count);
 
     struct tx_slot {
         std::array<char, max_datagram> data;
         std::size_t size = 0;
+        std::size_t socket = 0; ///< index in sockets_
         sockaddr_in to{};
         alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(in_pktinfo))> control{};
         iovec iov{};
     };
 
     asio::io_context& io_;
-    asio::ip::udp::socket socket_;
+    std::vector<bound_socket> sockets_;
     handler on_datagram_;
-    std::uint16_t port_ = 0;
     bool closed_ = false;
     bool flush_posted_ = false;
 
@@ -78,6 +90,7 @@ private:
 
     std::vector<tx_slot> tx_;
     std::vector<mmsghdr> tx_msg_;
+    std::vector<mmsghdr> tx_batch_; // one socket's share of tx_msg_ when there are several
     std::size_t tx_count_ = 0;
 
     std::uint64_t received_ = 0;
