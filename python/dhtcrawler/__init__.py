@@ -12,8 +12,9 @@
 A torrent callback with ``ack=True`` answers with a bool or an ``Answer`` (ACCEPT, REJECT,
 or RETRY when it could not store the torrent now: it is fetched again).
 
-See also ``dhtcrawler.aio`` (an async iterator of torrents), ``dhtcrawler.sinks`` (SQLite
-and JSON lines) and the ``dhtcrawler`` command.
+See also ``dhtcrawler.aio`` (an async iterator of torrents) and ``migrate_store`` (the retry
+store's tables without a crawler). This package is the binding; the ``dhtcrawler`` command,
+its database layer and web server are an application built on it: ``dhtcrawler.app``.
 """
 
 from . import _native

@@ -12,10 +12,13 @@ import pytest
 
 from dhtcrawler import Torrent
 from dhtcrawler import search as S
-from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink, apply_migrations
+from dhtcrawler.app.db import wrap
+from dhtcrawler.app.db.migrations import migrate
+from dhtcrawler.app.db.schema import COMPONENT, prepare
+from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink
 
 from conftest import pg_schema_uri
-from test_cli import run_cli
+from cliutil import run_cli
 
 
 def make(name, files, *, version="v1", at="2026-12-01T00:00:00Z", piece_length=16384, peer="127.0.0.1:1"):
@@ -140,7 +143,7 @@ def test_file_rows_cap_keeps_count_and_total(tmp_path):
 def test_a_version_1_database_is_migrated(tmp_path):
     path = str(tmp_path / "old.sqlite")
     conn = sqlite3.connect(path, isolation_level=None)
-    apply_migrations(lambda sql, p: conn.execute(sql, tuple(p)).fetchall(), MIGRATIONS[:1], param=lambda _n: "?")
+    migrate(wrap(conn), COMPONENT, MIGRATIONS[:1], prepare=prepare)
     hybrid, v2 = CORPUS[1], CORPUS[2]
     for t, times in ((hybrid, 3), (v2, 1)):
         conn.execute("INSERT INTO torrents VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 100, ?, ?, ?, ?)",
