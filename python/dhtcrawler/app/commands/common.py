@@ -48,9 +48,9 @@ def open_failure(db: Database, e: object) -> Exception:
 
 
 def connect_for_reading(db: Database) -> Connection:
-    """A read-only connection on a database that exists and holds the torrent tables (of
-    schema version 2 or later, and not newer than this package's)."""
-    from ..db.schema import COMPONENT, READABLE_FROM, SCHEMA_VERSION
+    """A read-only connection on a database that exists and holds the torrent tables, in
+    the shape the queries read (schema.readable_from) and not newer than this package's."""
+    from ..db.schema import COMPONENT, SCHEMA_VERSION, readable_from
 
     if not db.exists():
         raise UsageError(f"--db {db.target}: no such file")
@@ -63,10 +63,10 @@ def connect_for_reading(db: Database) -> Connection:
     except Exception as e:  # noqa: BLE001 - not a crawl database
         conn.close()
         raise open_failure(db, e) from None
-    if version < READABLE_FROM[db.dialect.name]:
+    oldest = readable_from(db.dialect)
+    if version < oldest:
         conn.close()
-        raise UsageError(f"{flag_of(db)} {db.describe()}: no torrent tables of schema version "
-                         f"{READABLE_FROM[db.dialect.name]} or later "
+        raise UsageError(f"{flag_of(db)} {db.describe()}: no torrent tables of schema version {oldest} or later "
                          "(open it once with `dhtcrawler crawl` or a newer dhtcrawler to migrate it)")
     if version > SCHEMA_VERSION:
         conn.close()

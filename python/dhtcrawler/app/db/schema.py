@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .dialect import FTS_OPTIONS
+from .dialect import FTS_OPTIONS, Dialect
 from .migrations import Migration
 
 COMPONENT = "torrents"
@@ -247,9 +247,13 @@ MIGRATIONS: Sequence[Migration] = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-#: The oldest version the read-only commands (search, export, serve) can read, per
-#: database: SQLite's shape came with version 2, PostgreSQL's with version 4.
-READABLE_FROM = {"sqlite": 2, "postgresql": 4}
+# The oldest version the read-only commands (search, export, serve) can read: the shape
+# the queries expect came with version 2 on SQLite, with version 4 on PostgreSQL.
+_READABLE_FROM = {"sqlite": 2, "postgresql": 4}
+
+
+def readable_from(dialect: Dialect) -> int:
+    return _READABLE_FROM[dialect.name]
 
 
 def prepare(step: str) -> str:
