@@ -11,8 +11,9 @@ import os
 import stat
 import sys
 import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import IO, Any, Callable, List, Optional
+from typing import IO, Any, Callable, Iterator, List, Optional
 
 from .._types import Torrent
 from .db import Connection, Database
@@ -107,6 +108,14 @@ class DatabaseSink:
         """Stores one torrent in its own transaction. True when it was new."""
         return self.merge(record_of(torrent), crawl=True)
 
+    @contextmanager
+    def batch(self) -> Iterator["DatabaseSink"]:
+        """Every add() and merge() inside is one transaction: all stored, or (on any
+        exception) none. Batched writes for bulk loads; a crawl stores one torrent per
+        transaction, so that accepted means durable."""
+        with self._conn.lock, self._conn.transaction():
+            yield self
+
     def merge(self, rec: dict, *, crawl: bool = False, also: Optional[Callable[[Connection], None]] = None) -> bool:
         """Stores one record (record_of's form; hashes in hex, times in Unix seconds) in
         its own transaction; True when it was new. A torrent held already (under any of its
@@ -118,7 +127,7 @@ class DatabaseSink:
             try:
                 new = self._merge(rec, crawl, also)
             except Exception:
-                if self._conn.healthy():
+                if self._conn.healthy() or self._conn.in_transaction:  # a batch fails whole
                     raise
                 self._conn.reset()  # the server restarted or the connection dropped: once more
                 new = self._merge(rec, crawl, also)

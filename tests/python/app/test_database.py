@@ -94,6 +94,27 @@ def test_both_runners_in_either_order_share_one_table(tmp_path, backend, first):
         assert migrate_probe(db) == len(PROBE)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_batch_of_writes_is_one_transaction(tmp_path, backend):
+    with database(backend, tmp_path) as db:
+        sink = DatabaseSink(db)
+        try:
+            with pytest.raises(RuntimeError):
+                with sink.batch():
+                    sink.add(CORPUS[0])
+                    sink.add(CORPUS[1])
+                    raise RuntimeError("the batch fails")
+            assert sink.count() == 0  # none stored
+            with sink.batch():
+                for t in CORPUS:
+                    sink.add(t)
+                sink.add(CORPUS[0])  # seen again, in the same transaction
+            assert sink.count() == len(CORPUS)
+            assert S.torrent(sink, CORPUS[0].info_hash)["times_seen"] == 2
+        finally:
+            sink.close()
+
+
 def index_state(db: Database, name: str) -> str:
     """"valid", "invalid" (an interrupted online build) or "missing"."""
     conn = db.connect()

@@ -64,6 +64,7 @@ class Connection:
         self.lock = threading.RLock()
         self._driver = driver
         self._owned = owned
+        self._depth = 0  # transactions open (nested ones join the outermost)
         dialect.prepare(self)
 
     @property
@@ -87,15 +88,30 @@ class Connection:
 
     @contextmanager
     def transaction(self) -> Iterator["Connection"]:
-        """BEGIN (SQLite: IMMEDIATE) ... COMMIT, or ROLLBACK on any exception."""
+        """BEGIN (SQLite: IMMEDIATE) ... COMMIT, or ROLLBACK on any exception. A transaction
+        opened inside another joins it: batched writes run many single writes in one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+            return
         self.execute(self.dialect.begin)
+        self._depth = 1
         try:
             yield self
         except BaseException:
             if self.healthy():
                 self.execute("ROLLBACK")
             raise
+        finally:
+            self._depth = 0
         self.execute("COMMIT")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
 
     def healthy(self) -> bool:
         """False once the server went away (PostgreSQL): reset() reconnects."""
