@@ -21,7 +21,7 @@ from dhtcrawler.app.db.schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION, prep
 from dhtcrawler.sinks import DatabaseSink, PostgresSink
 
 from conftest import pg_schema_uri
-from test_search import CORPUS, names
+from test_search import CORPUS, names, write_text_keyed_files_and_hashes
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -174,11 +174,7 @@ def test_postgresql_version_3_moves_to_sqlites_shape_keeping_every_torrent():
                          "'2026-11-15T00:00:00Z', '2026-11-16T10:00:00Z', ?, ?, 4, 1, '2026-11-16T11:00:00Z')",
                          (t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files,
                           t.piece_length, t.peer, times))
-            for i, f in enumerate(t.files):
-                conn.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (t.info_hash, i, f.path, f.size))
-            for h, kind in ((t.info_hash_v1, "v1"), (t.info_hash_v2, "v2")):
-                if h:
-                    conn.execute("INSERT INTO hashes VALUES (?, ?, ?)", (h, kind, t.info_hash))
+            write_text_keyed_files_and_hashes(conn, t)
         conn.close()
         sink = PostgresSink(uri)
         assert sink.schema_version_found == 3
