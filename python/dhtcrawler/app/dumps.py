@@ -242,6 +242,8 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
 
     database = db if isinstance(db, Database) else Database(db)
     if not refetch:
+        # The retry tables are the library's: it creates or migrates them (dhtc_store_migrate),
+        # so their schema stays in one place, never copied here (docs/database.md).
         migrate_store(database.retry_store())
     sink = DatabaseSink(database)
     counts = {"read": 0, "new": 0, "merged": 0}

@@ -163,15 +163,14 @@ class DatabaseSink:
 
     def _insert(self, r: dict) -> int:
         conn, d = self._conn, self._conn.dialect
-        (tid,) = conn.one(
+        tid = conn.insert(
             "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
             "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")), r.get("version"),
              r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
              r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
-             r.get("times_seen") or 1)) or (None,)
-        tid = int(tid)
+             r.get("times_seen") or 1))
         files = r["files"] if self.max_files is None else r["files"][:self.max_files]
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                          [(tid, i, path, size) for i, (path, size) in enumerate(files)])

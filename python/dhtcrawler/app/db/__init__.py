@@ -44,6 +44,9 @@ class _SqliteDriver:
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self.conn.execute(sql, tuple(params)).lastrowid)  # RETURNING needs SQLite 3.35
+
     def healthy(self) -> bool:
         return True
 
@@ -77,6 +80,10 @@ class Connection:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._driver.executemany(sql, rows)
+
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        """Runs an INSERT into a table keyed by ``id`` and returns the new row's id."""
+        return int(self._driver.insert(sql, params))
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Optional[Row]:
         rows = self.execute(sql, params)

@@ -107,6 +107,9 @@ class PgDriver:
         finally:
             cur.close()
 
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self.execute(sql + " RETURNING id", params)[0][0])
+
     def healthy(self) -> bool:
         if self._conn is None or self._conn.closed or self._conn.broken:
             return False
