@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from .. import __version__
 from .._errors import DhtcError, OptionsError
-from .commands import crawl, demo, export, import_, prune, search, serve
+from .commands import crawl, demo, export, import_, prune, search, serve, testnet
 from .commands.common import EXIT_FAILURE, EXIT_USAGE, StartError, UsageError
 
 
@@ -27,16 +27,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dhtcrawler", description="BitTorrent DHT crawler.")
     parser.add_argument("--version", action="version", version=f"dhtcrawler {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in (crawl, search, export, import_, prune, serve, demo):
+    for command in (crawl, search, export, import_, prune, serve, demo, testnet):
         command.add_parser(sub)
-    demo.add_testnet_parser(sub)  # its arguments are the program's own: main() hands them over
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "testnet":
-        return demo.run_testnet(argv[1:])
+        return testnet.run(argv[1:])  # its arguments are the program's own
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))

@@ -1,20 +1,18 @@
-"""``dhtcrawler demo``: a loopback test network and a crawler, torrents arriving; and
-``dhtcrawler testnet``, the test network program itself."""
+"""``dhtcrawler demo``: a loopback test network and a crawler, torrents arriving."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from ..._crawler import Crawler
 from ..._types import Torrent
 from ..acceptance import Acceptance
 from ..signals import Stopper
 from ..sinks import JsonlSink
-from .common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, error_printer, human_size, positive_seconds
+from .common import EXIT_OK, UsageError, error_printer, human_size, positive_seconds
 
 
 def add_parser(sub: Any) -> None:
@@ -25,11 +23,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--nodes", type=int, default=30, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.set_defaults(run=run)
-
-
-def add_testnet_parser(sub: Any) -> None:
-    sub.add_parser("testnet", help="run the loopback test network (dhtcrawler-testnet; see its --help)",
-                   add_help=False)
 
 
 #: The demo's swarm: one seeder of each connection policy the test network has (see
@@ -97,15 +90,3 @@ def subprocess_devnull() -> Any:
     import subprocess
 
     return subprocess.DEVNULL
-
-
-def run_testnet(argv: List[str]) -> int:
-    from ...testnet import locate
-
-    try:
-        program = locate()
-    except FileNotFoundError as e:
-        print(f"dhtcrawler: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    os.execv(program, [program, *argv])
-    return EXIT_FAILURE  # not reached
