@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Import rate: torrents per second of `dhtcrawler import` (dhtcrawler.dumps.import_files)
+"""Import rate: torrents per second of `dhtcrawler import` (dhtcrawler.app.dumps.import_files)
 for a dump of the test network's torrents; prints one JSON line. Never run by the tests.
 
     python3 bench/import_rate.py [--torrents 2000] [--seed 1] [--testnet PATH]
@@ -22,8 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from db_size import TRUTH_EXTRAS, truth  # noqa: E402
 
-from dhtcrawler.cli import _ensure_retry_store  # noqa: E402
-from dhtcrawler.dumps import import_files  # noqa: E402
+from dhtcrawler.app.dumps import import_files  # noqa: E402
 
 
 def main() -> int:
@@ -49,7 +48,7 @@ def main() -> int:
         out = {"bench": "import_rate", "torrents": len(docs), "file_rows": sum(len(d["files"]) for d in docs)}
         for label in ("insert", "merge"):
             t0 = time.monotonic()
-            counts = import_files(db, [dump], ensure_retry_store=_ensure_retry_store)
+            counts = import_files(db, [dump])
             secs = time.monotonic() - t0
             out[label] = {"torrents_per_sec": round(len(docs) / secs, 1), "secs": round(secs, 2), **counts}
     print(json.dumps(out))

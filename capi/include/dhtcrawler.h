@@ -108,6 +108,31 @@ DHTC_API void dhtc_string_free(char *s);
  */
 DHTC_API int dhtc_default_options(char **out);
 
+/* ---- The retry store ----------------------------------------------------------------------- */
+
+/**
+ * @brief Creates or migrates the tables of the retry store that the options name
+ * (`retry.store`: a SQLite file or a PostgreSQL database), then closes it: what
+ * dhtc_crawler_create() does to the store, without a crawler (no socket, no thread).
+ *
+ * For hosts that keep their own tables beside the retry store's (one `schema_migrations`
+ * table, one row per component) and need the retry tables before any crawler runs, e.g. to
+ * mark imported hashes delivered.
+ *
+ * @param options_json an options document as dhtc_crawler_create() takes it; only
+ *        `retry.store` is used, the rest is validated.
+ * @return DHTC_OK once the tables are at this library's version; DHTC_ERR_INVALID_JSON or
+ *         DHTC_ERR_INVALID_OPTION for a bad document, or one whose `retry.store.kind` is
+ *         "none"; DHTC_ERR_STORE when the store cannot be opened or migrated, or holds a
+ *         schema newer than this library's (dhtc_last_error() says which).
+ * Thread safety: any thread, concurrently with itself and with crawlers on the same
+ * database (the migration runs under SQLite's write lock or PostgreSQL's schema advisory
+ * lock). It blocks until the database answers: on SQLite up to the busy timeout, on
+ * PostgreSQL up to its connect_timeout (5 s by default) and then while another migration
+ * holds the lock. Avoid calling it from a callback: delivery waits meanwhile.
+ */
+DHTC_API int dhtc_store_migrate(const char *options_json);
+
 /* ---- Lifecycle --------------------------------------------------------------------------- */
 
 /** An opaque crawler. */

@@ -13,6 +13,7 @@
 #include "api/crawler.hpp"
 #include "api/event_json.hpp"
 #include "api/options.hpp"
+#include "retry/scheduler.hpp"
 #include "core_version.hpp"
 #include "stats/snapshot.hpp"
 
@@ -136,6 +137,17 @@ int snapshot_out(dhtc_crawler* c, char** out, Render render) {
     });
 }
 
+// The options document as dhtc_crawler_create() takes it (NULL or "": every default);
+// returns what was normalised.
+std::vector<std::string> parse_options(const char* options_json, dhtc::api::crawler_options& options) {
+    const std::string_view text = options_json ? options_json : "";
+    if (text.empty()) return {};
+    auto r = dhtc::api::parse_options(text, options);
+    if (r.status == dhtc::api::options_status::invalid_json) fail(DHTC_ERR_INVALID_JSON, r.message);
+    if (!r.ok()) fail(DHTC_ERR_INVALID_OPTION, r.message);
+    return std::move(r.normalized);
+}
+
 constexpr const char* shut_down_message = "the crawler was shut down; create a new one";
 
 // The handlers are handed over once, at the first start or run.
@@ -181,18 +193,27 @@ int dhtc_crawler_create(const char* options_json, dhtc_crawler** out) {
         *out = nullptr;
         auto c = std::make_unique<dhtc_crawler>();
         dhtc::api::crawler_options options;
-        const std::string_view text = options_json ? options_json : "";
-        if (!text.empty()) {
-            auto r = dhtc::api::parse_options(text, options);
-            if (r.status == dhtc::api::options_status::invalid_json) fail(DHTC_ERR_INVALID_JSON, r.message);
-            if (!r.ok()) fail(DHTC_ERR_INVALID_OPTION, r.message);
-            c->normalized = std::move(r.normalized);
-        }
+        c->normalized = parse_options(options_json, options);
         std::string error;
         auto why = dhtc::api::create_failure::none;
         c->engine = dhtc::api::crawler::create(options, error, &why);
         if (!c->engine) fail(why == dhtc::api::create_failure::store ? DHTC_ERR_STORE : DHTC_ERR_BIND, error);
         *out = c.release();
+        return DHTC_OK;
+    });
+}
+
+int dhtc_store_migrate(const char* options_json) {
+    return guard([&] {
+        dhtc::api::crawler_options options;
+        parse_options(options_json, options);
+        if (options.retry.kind == dhtc::retry::store_kind::none)
+            fail(DHTC_ERR_INVALID_OPTION, "retry.store.kind: \"none\" names no store to migrate");
+        try {
+            dhtc::retry::migrate_store(options.retry);
+        } catch (const dhtc::retry::store_error& e) {
+            fail(DHTC_ERR_STORE, e.what());
+        }
         return DHTC_OK;
     });
 }

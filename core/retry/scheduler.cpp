@@ -56,17 +56,30 @@ scheduler::scheduler(const retry_options& o)
     batch_.reserve(max_batch);
 }
 
-std::unique_ptr<scheduler> scheduler::open(const retry_options& o, std::string& error) {
-    if (o.kind == store_kind::sqlite) {
-        const std::string path = o.path;
-        return open(o, [path] { return open_sqlite(path); }, error);
-    }
-    if (o.kind == store_kind::postgresql) {
-        const std::string conninfo = o.conninfo;
-        return open(o, [conninfo] { return open_postgres(conninfo); }, error);
-    }
-    error = "retry.store.kind is none";
+namespace {
+
+// How the store that the options name is opened (opening creates or migrates its tables).
+std::function<std::unique_ptr<backend>()> backend_of(const retry_options& o) {
+    if (o.kind == store_kind::sqlite) return [path = o.path] { return open_sqlite(path); };
+    if (o.kind == store_kind::postgresql) return [conninfo = o.conninfo] { return open_postgres(conninfo); };
     return nullptr;
+}
+
+} // namespace
+
+void migrate_store(const retry_options& o) {
+    const auto open_backend = backend_of(o);
+    if (!open_backend) throw store_error("retry.store.kind is none: there is no store to migrate");
+    open_backend(); // migrated once open; closed again at once
+}
+
+std::unique_ptr<scheduler> scheduler::open(const retry_options& o, std::string& error) {
+    auto open_backend = backend_of(o);
+    if (!open_backend) {
+        error = "retry.store.kind is none";
+        return nullptr;
+    }
+    return open(o, std::move(open_backend), error);
 }
 
 std::unique_ptr<scheduler> scheduler::open(const retry_options& o, std::function<std::unique_ptr<backend>()> make,

@@ -78,6 +78,13 @@ struct scheduler_counters {
     std::atomic<std::uint64_t> database_bytes{0};
 };
 
+/// Opens the store that `o` names (kind must not be none), which creates or migrates its
+/// tables, and closes it again: the schema without a crawler (dhtc_store_migrate). Throws
+/// store_error naming the database. Blocks the calling thread for as long as the database
+/// takes; safe beside crawlers using the same database (the migration takes SQLite's write
+/// lock, or PostgreSQL's schema advisory lock).
+void migrate_store(const retry_options& o);
+
 class scheduler {
 public:
     /// Opens the store on a new store thread and waits for it: nullptr and `error` (naming

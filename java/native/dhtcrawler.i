@@ -101,6 +101,7 @@ static void dhtc_java_throw(JNIEnv* jenv, const dhtc_java::status_error& e) {
 %ignore dhtc_last_error;
 %ignore dhtc_string_free;
 %ignore dhtc_default_options;
+%ignore dhtc_store_migrate; /* migrating a store without a crawler: not part of the Java API yet */
 // The header's enums (dhtc_status, dhtc_answer) become int constants beside the #defines.
 %include "enumsimple.swg"
 %include "dhtcrawler.h"

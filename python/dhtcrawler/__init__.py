@@ -12,12 +12,13 @@
 A torrent callback with ``ack=True`` answers with a bool or an ``Answer`` (ACCEPT, REJECT,
 or RETRY when it could not store the torrent now: it is fetched again).
 
-See also ``dhtcrawler.aio`` (an async iterator of torrents), ``dhtcrawler.sinks`` (SQLite
-and JSON lines) and the ``dhtcrawler`` command.
+See also ``dhtcrawler.aio`` (an async iterator of torrents) and ``migrate_store`` (the retry
+store's tables without a crawler). This package is the binding; the ``dhtcrawler`` command,
+its database layer and web server are an application built on it: ``dhtcrawler.app``.
 """
 
 from . import _native
-from ._crawler import CLOSE_TIMEOUT, Crawler, default_options
+from ._crawler import CLOSE_TIMEOUT, Crawler, default_options, migrate_store
 from ._errors import BindError, CloseTimeoutError, DhtcError, OptionsError, StateError, StoreError
 from ._types import (FAILURE_CLASSES, Answer, Completion, Error, Event, GateRequest, Observation, Retry, Scrape, Torrent,
                      TorrentFile, TorrentRequest)
@@ -29,7 +30,7 @@ if ABI_VERSION != _native.ABI_VERSION:  # a library from another build next to t
     raise ImportError(f"libdhtcrawler ABI {ABI_VERSION} != the extension's {_native.ABI_VERSION}")
 
 __all__ = [
-    "Crawler", "default_options", "CLOSE_TIMEOUT", "Answer", "Torrent", "TorrentFile", "Completion", "Retry",
+    "Crawler", "default_options", "migrate_store", "CLOSE_TIMEOUT", "Answer", "Torrent", "TorrentFile", "Completion", "Retry",
     "Observation", "Scrape", "Error", "Event", "GateRequest", "TorrentRequest", "FAILURE_CLASSES",
     "DhtcError", "OptionsError", "BindError", "StateError", "StoreError", "CloseTimeoutError", "__version__",
     "ABI_VERSION",

@@ -43,6 +43,18 @@ def default_options() -> Dict[str, Any]:
         raise from_native(e) from None
 
 
+def migrate_store(store: Mapping[str, Any]) -> None:
+    """Creates or migrates the retry store's tables without a crawler: ``store`` is the
+    ``retry.store`` options object (``{"kind": "sqlite", "path": FILE}`` or ``{"kind":
+    "postgresql", "conninfo": URI}``). What creating a Crawler on it would do to the
+    database, without sockets or threads. Raises OptionsError for a bad object and
+    StoreError when the database cannot be opened or is newer than this library."""
+    try:
+        _native.store_migrate(json.dumps({"retry": {"store": dict(store)}}))
+    except _native.NativeError as e:
+        raise from_native(e) from None
+
+
 def _error_deliverer(crawler_ref: "weakref.ReferenceType[Crawler]") -> Callable[[str], None]:
     def deliver(text: str) -> None:
         try:

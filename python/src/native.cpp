@@ -479,6 +479,17 @@ std::string default_options() {
     return s.str();
 }
 
+// Creates or migrates the retry store's tables (dhtc_store_migrate) without the GIL: it
+// waits on the database.
+void store_migrate(const std::string& options_json) {
+    int status = DHTC_OK;
+    {
+        py::gil_scoped_release release;
+        status = dhtc_store_migrate(options_json.c_str());
+    }
+    check(status); // dhtc_last_error() is this thread's: nothing else ran on it since
+}
+
 } // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -509,6 +520,8 @@ PYBIND11_MODULE(_native, m) {
     m.def("abi_version", [] { return dhtc_abi_version(); });
     m.def("status_name", [](int status) { return std::string(dhtc_status_name(status)); });
     m.def("default_options", &default_options);
+    m.def("store_migrate", &store_migrate, py::arg("options_json"),
+          "Creates or migrates the tables of the retry store the options name (dhtc_store_migrate).");
     m.def("in_callback", [] { return in_delivery_callback; },
           "True on the delivery thread while one of this module's callbacks runs.");
 

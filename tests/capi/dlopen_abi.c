@@ -29,6 +29,11 @@ int main(int argc, char **argv) {
         abi = a.f;
         version = v.f;
     }
+    /* Every function of the header is there by name (the export check compares the lists). */
+    if (!dlsym(lib, "dhtc_crawler_create") || !dlsym(lib, "dhtc_store_migrate")) {
+        fprintf(stderr, "missing symbols\n");
+        return 1;
+    }
     if (!abi || !version) {
         fprintf(stderr, "missing symbols\n");
         return 1;

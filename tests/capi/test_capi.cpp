@@ -11,9 +11,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -96,6 +99,73 @@ TEST_CASE("retry store: a bad connection string, an unreachable server or an unu
     CHECK(std::string(snap).find(R"("retry_store":"sqlite")") != std::string::npos);
     dhtc_string_free(snap);
     CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+}
+
+namespace {
+
+// The version schema_migrations records for a component of a SQLite file, or -1.
+long long recorded_version(const std::string& path, const char* component) {
+    sqlite3* db = nullptr;
+    long long version = -1;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+        sqlite3_stmt* s = nullptr;
+        if (sqlite3_prepare_v2(db, "SELECT version FROM schema_migrations WHERE component = ?", -1, &s, nullptr) ==
+            SQLITE_OK) {
+            sqlite3_bind_text(s, 1, component, -1, SQLITE_STATIC);
+            if (sqlite3_step(s) == SQLITE_ROW) version = sqlite3_column_int64(s, 0);
+        }
+        sqlite3_finalize(s);
+    }
+    sqlite3_close(db);
+    return version;
+}
+
+void execute(const std::string& path, const char* sql) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+}
+
+} // namespace
+
+TEST_CASE("dhtc_store_migrate creates and migrates the retry tables without a crawler") {
+    char dir[] = "/tmp/dhtc-migrate-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string path = std::string(dir) + "/store.sqlite";
+    const std::string options = R"({"retry":{"store":{"kind":"sqlite","path":")" + path + R"("}}})";
+    // Another component's row beside it is left alone.
+    execute(path, "CREATE TABLE schema_migrations (component TEXT PRIMARY KEY, version INTEGER NOT NULL);"
+                  "INSERT INTO schema_migrations VALUES ('torrents', 7);");
+    REQUIRE(dhtc_store_migrate(options.c_str()) == DHTC_OK);
+    CHECK(std::string(dhtc_last_error()).empty());
+    const long long retry_version = recorded_version(path, "retry");
+    CHECK(retry_version >= 3);
+    CHECK(recorded_version(path, "torrents") == 7);
+    CHECK(dhtc_store_migrate(options.c_str()) == DHTC_OK); // again: nothing to do
+    CHECK(recorded_version(path, "retry") == retry_version);
+    // A crawler opens the migrated store as it is.
+    dhtc_crawler* c = nullptr;
+    const std::string crawl = R"({"port":0,"bind_v4":"127.0.0.1","crawl":{"bootstrap":{"sources":[]}},)"
+                              R"("retry":{"store":{"kind":"sqlite","path":")" + path + R"("}}})";
+    REQUIRE(dhtc_crawler_create(crawl.c_str(), &c) == DHTC_OK);
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    // A newer schema than this library knows is refused, naming the file.
+    execute(path, "UPDATE schema_migrations SET version = 99 WHERE component = 'retry'");
+    CHECK(dhtc_store_migrate(options.c_str()) == DHTC_ERR_STORE);
+    CHECK(std::string(dhtc_last_error()).find(path) != std::string::npos);
+    // Bad documents, no store, an unusable file, an unreachable server.
+    CHECK(dhtc_store_migrate("{not json") == DHTC_ERR_INVALID_JSON);
+    CHECK(dhtc_store_migrate(R"({"retry":{"store":{"kind":"sqlit"}}})") == DHTC_ERR_INVALID_OPTION);
+    CHECK(dhtc_store_migrate(nullptr) == DHTC_ERR_INVALID_OPTION);
+    CHECK(std::string(dhtc_last_error()).find("retry.store.kind") != std::string::npos);
+    CHECK(dhtc_store_migrate(R"({"retry":{"store":{"kind":"sqlite","path":"/nonexistent-dir/x.sqlite"}}})") ==
+          DHTC_ERR_STORE);
+    CHECK(dhtc_store_migrate(R"({"retry":{"store":{"kind":"postgresql","conninfo":"postgresql://u:hunter2@127.0.0.1:1/f"}}})") ==
+          DHTC_ERR_STORE);
+    CHECK(std::string(dhtc_last_error()).find("hunter2") == std::string::npos);
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+    rmdir(dir);
 }
 
 TEST_CASE("the defaults document parses and is accepted back") {

@@ -467,10 +467,10 @@ def pg_schema_uri(prefix: str, missing: str = "skip") -> Iterator[Optional[str]]
         if missing == "fail":
             pytest.fail(message)
         pytest.skip(message)
-    from dhtcrawler._pg import Connection
+    from dhtcrawler.app.db import Database
 
     schema = f"{prefix}_{secrets.token_hex(4)}"
-    admin = Connection(base)
+    admin = Database(base).connect()
     admin.execute(f"CREATE SCHEMA {schema}")
     try:
         yield base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"

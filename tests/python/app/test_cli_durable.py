@@ -3,7 +3,7 @@ sink holds it; a sink that fails (disk full, database locked, PostgreSQL down) m
 answer RETRY, say in one line that it will be fetched again, and not count it; the torrent
 is stored when it comes back (the next announce, or the retry store's schedule).
 
-The in-process tests run the CLI's own torrent callback (cli._Store) on a real crawler fed by
+The in-process tests run the CLI's own torrent callback (dhtcrawler.app.acceptance.Acceptance) on a real crawler fed by
 the BEP-9 peer of conftest.py. They need the core that implements DHTC_ANSWER_RETRY."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 
 import dhtcrawler
 from dhtcrawler import Answer
-from dhtcrawler.cli import _Store
+from dhtcrawler.app.acceptance import Acceptance
 from dhtcrawler.sinks import JsonlSink, SqliteSink, read_jsonl
 
 from conftest import Announcer, MetadataPeer, fixture_infos, loopback_options, port_of, wait_for
-from test_cli import Crawl
+from cliutil import Crawl
 
 
 class FailsOnce:
@@ -60,7 +60,7 @@ def test_a_sink_failing_once_means_retry_then_stored(tmp_path, store_kind, faili
     else:
         jsonl = FailsOnce(jsonl, OSError(28, "No space left on device"))
     lines, answers, completions = [], [], []
-    store = _Store(db, jsonl, report=lines.append)
+    store = Acceptance(db, jsonl, report=lines.append)
 
     def on_torrent(t):
         answers.append(store(t))
@@ -102,7 +102,7 @@ def test_store_answers_retry_on_any_sink_exception_and_counts_nothing(tmp_path, 
             pass
 
     lines = []
-    store = _Store(Down(), None, report=lines.append)
+    store = Acceptance(Down(), None, report=lines.append)
     assert store(torrent) is Answer.RETRY
     assert store.accepted == 0 and store.seen_again == 0 and store.sink_failures == 1
     assert len(lines) == 1 and "RuntimeError" in lines[0] and "fetched again" in lines[0]

@@ -11,11 +11,12 @@ import jsonschema
 import pytest
 
 from dhtcrawler import search as S
-from dhtcrawler.dumps import read_dump
+from dhtcrawler.app.db import Database
+from dhtcrawler.app.dumps import read_dump
 from dhtcrawler.sinks import SqliteSink
 
-from conftest import ROOT, torrent_schema
-from test_cli import run_cli
+from conftest import ROOT, pg_schema_uri, torrent_schema
+from cliutil import run_cli
 from test_search import CORPUS, make
 
 RETRY_DONE = 2
@@ -70,6 +71,35 @@ def test_export_then_import_round_trips(tmp_path, crawled, suffix):
         for h in (t.info_hash_v1, t.info_hash_v2):
             if h:
                 assert states[h[:40].upper()] == RETRY_DONE
+
+
+def test_import_and_export_with_store_on_postgresql(tmp_path, crawled):
+    """A dump imported into a fleet's PostgreSQL (--store) holds what the SQLite file held,
+    twice changes nothing, marks the keys delivered there, and exports the same dump."""
+    dump = str(tmp_path / "dump.jsonl")
+    assert run_cli("export", "--db", crawled, "-o", dump).returncode == 0
+    with pg_schema_uri("dumps") as uri:
+        for _ in range(2):  # the second time changes nothing
+            out = run_cli("import", "--store", uri, dump)
+            assert out.returncode == 0, out.stderr
+            assert f"imported {len(CORPUS)} torrents" in out.stderr and "password" not in out.stderr
+            assert everything(uri) == everything(crawled)
+        conn = Database(uri).connect()
+        try:
+            states = dict(conn.execute("SELECT encode(info_hash, 'hex'), state FROM retry_hashes"))
+        finally:
+            conn.close()
+        for t in CORPUS:
+            for h in (t.info_hash_v1, t.info_hash_v2):
+                if h:
+                    assert states[h[:40]] == RETRY_DONE
+        again = str(tmp_path / "again.jsonl")
+        out = run_cli("export", "--store", uri, "-o", again)
+        assert out.returncode == 0, out.stderr
+        assert list(read_dump(again)) == list(read_dump(dump))
+        both = run_cli("export", "--db", crawled, "--store", uri)
+        assert both.returncode == 2 and "exclude each other" in both.stderr
+    assert run_cli("import", "--store", "mysql://x", dump).returncode == 2
 
 
 def test_export_lines_are_the_torrent_json_form(tmp_path, crawled):
@@ -131,7 +161,7 @@ def test_a_magnetico_database_imports_with_unknown_fields_null(tmp_path):
     assert [r["name"] for r in S.search(db, "щенок")[1]] == ["Голубой щенок 1976"]
     assert [r["name"] for r in S.search(db, "子犬")[1]] == ["青い子犬"]
     # The web API's answers hold the unknowns as null, and still match its schema.
-    from dhtcrawler.web import queries  # needs no serve extra
+    from dhtcrawler.app.web import queries  # needs no serve extra
 
     api = json.loads((ROOT / "docs" / "api.schema.json").read_text())
     doc = queries.torrent(db, "11" * 20)

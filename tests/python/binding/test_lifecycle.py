@@ -30,7 +30,7 @@ import dhtcrawler
 
 from conftest import bencode, loopback_options, pg_schema_uri, port_of, wait_for
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where conftest.py is
 
 
 # ---- helpers -------------------------------------------------------------------------------

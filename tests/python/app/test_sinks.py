@@ -75,8 +75,8 @@ def test_a_newer_schema_is_refused_and_left_unchanged(tmp_path):
 
 def test_migrations_are_forward_only_and_ordered():
     assert SCHEMA_VERSION == len(MIGRATIONS) >= 1
-    for description, statements in MIGRATIONS:
-        assert description and statements
+    for m in MIGRATIONS:
+        assert m.description and (m.sqlite or m.postgresql)
 
 
 def test_store_is_idempotent_and_keeps_first_and_last_seen(tmp_path, fixture_torrent):

@@ -14,7 +14,7 @@ from dhtcrawler import search as S
 from dhtcrawler.sinks import PostgresSink, SqliteSink
 
 from conftest import pg_schema_uri
-from test_cli import run_cli
+from cliutil import run_cli
 from test_search import make
 
 DAY = 86400
@@ -178,7 +178,7 @@ def test_postgresql_prune_removes_what_the_dry_run_listed():
         for t in ts:
             sink.add(t)
         sink.connection.execute("UPDATE torrents SET seeders = 4, leechers = 1, scraped_at = now() "
-                                "WHERE info_hash = $1", (ts[20].info_hash,))
+                                "WHERE info_hash = ?", (bytes.fromhex(ts[20].info_hash),))
         sink.close()
         gone = dry_run_then_prune(uri, "--older-than", "25d", store=True)
         assert len(gone) == 5

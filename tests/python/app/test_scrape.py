@@ -16,7 +16,7 @@ from dhtcrawler import Crawler, Scrape, StateError
 from dhtcrawler._types import decode_event
 
 from conftest import loopback_options, wait_for
-from test_cli import Crawl, run_cli
+from cliutil import Crawl, run_cli
 
 SEEDERS, LEECHERS = 6, 4
 

@@ -12,10 +12,13 @@ import pytest
 
 from dhtcrawler import Torrent
 from dhtcrawler import search as S
-from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink, apply_migrations
+from dhtcrawler.app.db import wrap
+from dhtcrawler.app.db.migrations import migrate
+from dhtcrawler.app.db.schema import COMPONENT, prepare
+from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink
 
 from conftest import pg_schema_uri
-from test_cli import run_cli
+from cliutil import run_cli
 
 
 def make(name, files, *, version="v1", at="2026-12-01T00:00:00Z", piece_length=16384, peer="127.0.0.1:1"):
@@ -137,20 +140,26 @@ def test_file_rows_cap_keeps_count_and_total(tmp_path):
     assert S.search(path, "渋谷.jpg")[0] == 0                        # the capped one is not
 
 
+def write_text_keyed_files_and_hashes(conn, t) -> None:
+    """A torrent's files and hashes as the first schema kept them (hex text, keyed by the
+    info hash): SQLite's version 1, PostgreSQL's versions 1 to 3."""
+    for i, f in enumerate(t.files):
+        conn.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (t.info_hash, i, f.path, f.size))
+    for h, kind in ((t.info_hash_v1, "v1"), (t.info_hash_v2, "v2")):
+        if h:
+            conn.execute("INSERT INTO hashes VALUES (?, ?, ?)", (h, kind, t.info_hash))
+
+
 def test_a_version_1_database_is_migrated(tmp_path):
     path = str(tmp_path / "old.sqlite")
     conn = sqlite3.connect(path, isolation_level=None)
-    apply_migrations(lambda sql, p: conn.execute(sql, tuple(p)).fetchall(), MIGRATIONS[:1], param=lambda _n: "?")
+    migrate(wrap(conn), COMPONENT, MIGRATIONS[:1], prepare=prepare)
     hybrid, v2 = CORPUS[1], CORPUS[2]
     for t, times in ((hybrid, 3), (v2, 1)):
         conn.execute("INSERT INTO torrents VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 100, ?, ?, ?, ?)",
                      (t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, t.num_files,
                       t.piece_length, "2026-11-15T00:00:00Z", "2026-11-16T10:00:00Z", t.peer, times))
-        for i, f in enumerate(t.files):
-            conn.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (t.info_hash, i, f.path, f.size))
-        for h, kind in ((t.info_hash_v1, "v1"), (t.info_hash_v2, "v2")):
-            if h:
-                conn.execute("INSERT INTO hashes VALUES (?, ?, ?)", (h, kind, t.info_hash))
+        write_text_keyed_files_and_hashes(conn, t)
     conn.close()
     sink = SqliteSink(path)
     assert sink.schema_version_found == 1

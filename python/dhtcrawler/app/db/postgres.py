@@ -1,20 +1,25 @@
-"""PostgreSQL for the fleet sink (``--store``), through psycopg 3 (the optional extra:
-``pip install 'dhtcrawler[postgresql]'``).
+"""PostgreSQL through psycopg 3 (the optional extra: ``pip install 'dhtcrawler[postgresql]'``):
+one driver connection as the database layer uses it.
 
-A thin layer so the sink and the migrations keep PostgreSQL's own ``$1, $2`` placeholders
-and one error type: :class:`PgError`, with the server's or libpq's message on one line.
-Parameters are always sent apart from the SQL, never spliced into it.
+Statements are written with ``?`` placeholders, as for SQLite; parameters are always sent
+apart from the SQL, never spliced into it. Every failure is a :class:`PgError`, with the
+server's or libpq's message on one line.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
-_PLACEHOLDER = re.compile(r"\$(\d+)")
+from .errors import DatabaseError
+
+Row = Tuple[Any, ...]
+
+# A single-quoted literal (kept as it is), or a ? placeholder outside one.
+_LITERAL_OR_MARK = re.compile(r"'(?:[^']|'')*'|\?")
 
 
-class PgError(RuntimeError):
+class PgError(DatabaseError):
     """A connection or a statement failed; the message is the server's (or libpq's), on
     one line."""
 
@@ -31,6 +36,10 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def is_uri(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://"))
+
+
 def describe(conninfo: str) -> str:
     """The connection string without its password, for messages."""
     if "://" in conninfo:
@@ -42,10 +51,14 @@ def describe(conninfo: str) -> str:
     return " ".join(part for part in conninfo.split() if not part.startswith("password="))
 
 
-Row = Tuple[Any, ...]
+def to_format(sql: str) -> str:
+    """``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled; a ``?`` inside a
+    quoted literal stays)."""
+    sql = sql.replace("%", "%%")
+    return _LITERAL_OR_MARK.sub(lambda m: "%s" if m.group(0) == "?" else m.group(0), sql)
 
 
-class Connection:
+class PgDriver:
     """One connection in autocommit mode (transactions are explicit ``BEGIN``/``COMMIT``
     statements), used from one thread at a time (the caller locks)."""
 
@@ -69,25 +82,38 @@ class Connection:
         except psycopg.Error as e:
             raise PgError(f"cannot connect to {describe(self._conninfo)}: {_one_line(e)}") from None
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> List[Row]:
-        """Runs one statement (placeholders ``$1``...); returns its rows."""
+    def _cursor(self) -> Any:
         if self._conn is None or self._conn.closed:
             raise PgError("the connection is closed")
-        query: str = sql
-        args: Optional[Dict[str, Any]] = None
-        if params:
-            query = _PLACEHOLDER.sub(lambda m: f"%(p{m.group(1)})s", sql.replace("%", "%%"))
-            args = {f"p{i}": v for i, v in enumerate(params, 1)}
+        return self._conn.cursor()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> List[Row]:
+        """Runs one statement; returns its rows."""
+        cur = self._cursor()
         try:
-            cur = self._conn.execute(query, args, prepare=False)
+            cur.execute(to_format(sql) if params else sql, tuple(params) if params else None, prepare=False)
             return list(cur.fetchall()) if cur.description is not None else []
         except self._psycopg.Error as e:
             raise PgError(_one_line(e) or type(e).__name__) from None
+        finally:
+            cur.close()
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        cur = self._cursor()
+        try:
+            cur.executemany(to_format(sql), [tuple(r) for r in rows])
+        except self._psycopg.Error as e:
+            raise PgError(_one_line(e) or type(e).__name__) from None
+        finally:
+            cur.close()
+
+    def insert(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self.execute(sql + " RETURNING id", params)[0][0])
 
     def healthy(self) -> bool:
         if self._conn is None or self._conn.closed or self._conn.broken:
             return False
-        return self._conn.info.status == self._psycopg.pq.ConnStatus.OK
+        return bool(self._conn.info.status == self._psycopg.pq.ConnStatus.OK)
 
     def reset(self) -> None:
         """Reconnects with the same parameters (after the server went away)."""
@@ -100,3 +126,8 @@ class Connection:
                 self._conn.close()
             finally:
                 self._conn = None
+
+
+def connect(conninfo: str) -> PgDriver:
+    return PgDriver(conninfo)
+

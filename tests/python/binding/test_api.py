@@ -23,7 +23,7 @@ import dhtcrawler
 from dhtcrawler import _native
 from dhtcrawler.aio import AsyncCrawler
 
-from conftest import Announcer, MetadataPeer, fixture_infos, loopback_options, port_of, wait_for
+from conftest import ROOT, Announcer, MetadataPeer, fixture_infos, loopback_options, port_of, wait_for
 
 
 def thread_count() -> int:
@@ -316,7 +316,7 @@ def test_ctrl_c_interrupts_run():
         "    print('interrupted', c.wait(5), flush=True)\n"
         "c.close()\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script, os.path.dirname(__file__)],
+    proc = subprocess.Popen([sys.executable, "-c", script, str(ROOT / "tests" / "python")],  # conftest.py
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "running"

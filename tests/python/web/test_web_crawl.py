@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("starlette", reason="the serve extra (starlette, uvicorn) is not installed")
 
 from conftest import pg_schema_uri, wait_for  # noqa: E402
-from test_cli import Crawl  # noqa: E402
+from cliutil import Crawl  # noqa: E402
 
 
 def free_tcp_port() -> int:
@@ -85,7 +85,7 @@ def crawl_and_serve(tmp_path, testnet_binary, where) -> None:
 
 
 def test_serve_without_metrics_has_no_metrics_route_and_bad_flags_exit_2(tmp_path):
-    from test_cli import run_cli
+    from cliutil import run_cli
 
     from webutil import Served, make_db
 

@@ -1,5 +1,6 @@
 """Dumps: ``dhtcrawler export`` (JSON lines, optionally zstd) and ``dhtcrawler import``
-(such dumps, or a magnetico SQLite database) into the CLI's SQLite database.
+(such dumps, or a magnetico SQLite database) into the torrent database, SQLite or
+PostgreSQL (through the database layer).
 
 A dump line is the torrent JSON form (docs/torrent-json.md) with the database's own fields
 added (the form only gains fields): ``first_seen``, ``last_seen`` (RFC 3339) and
@@ -10,7 +11,7 @@ the crawl capped the file rows (``--max-files``), ``files`` holds the stored one
 (magnetico has no piece length, version or private flag, and no v1/v2 split of its hash)
 are ``null``, never invented.
 
-Import merges (sinks.SqliteSink.merge): a torrent held already, under any of its keys, is
+Import merges (sinks.DatabaseSink.merge): a torrent held already, under any of its keys, is
 one row: first_seen the earlier, last_seen the later, times_seen the larger (so importing
 a dump twice changes nothing), unknown fields filled in. Every imported key is marked
 delivered in the retry store (state done), so a crawl on that database does not fetch it
@@ -23,10 +24,11 @@ import io
 import json
 import os
 import sqlite3
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
+from .db import Connection, Database, using
 from .search import parse_time, rfc3339
-from .sinks import SqliteSink
+from .sinks import DatabaseSink, keys_of
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -47,42 +49,63 @@ def _zstandard() -> Any:
 
 # ---- export -------------------------------------------------------------------------------
 
-def export_docs(conn: sqlite3.Connection, since: Any = None) -> Iterator[Dict[str, Any]]:
+# Torrents read per query when exporting (with their files in one more query).
+EXPORT_PAGE = 1000
+
+
+def export_docs(db: Any, since: Any = None) -> Iterator[Dict[str, Any]]:
     """Every torrent seen at or after ``since`` (last_seen; Unix seconds or RFC 3339; None:
-    all), oldest first, as its dump document."""
+    all), oldest first, as its dump document. ``db``: anything the query functions take."""
     since_s = parse_time(since)
-    swarm = any(row[1] == "scraped_at" for row in conn.execute("PRAGMA table_info(torrents)"))
-    cur = conn.execute(
-        "SELECT id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, piece_length, "
-        "private, first_seen, last_seen, peer, times_seen, "
-        + ("seeders, leechers, scraped_at" if swarm else "NULL, NULL, NULL") + " FROM torrents "
-        + ("WHERE last_seen >= ? " if since_s is not None else "") + "ORDER BY id",
-        (since_s,) if since_s is not None else ())
-    files_conn = conn  # a second statement on the same connection
-    for (tid, key, v1, v2, version, name, size, num_files, piece_length, private, first, last, peer,
-         times, seeders, leechers, scraped_at) in cur:
-        files = [{"path": p, "size": s} for p, s in files_conn.execute(
-            "SELECT path, size FROM files WHERE torrent = ? ORDER BY idx", (tid,))]
-        doc: Dict[str, Any] = {
-            "schema": 1, "info_hash": bytes(key).hex(), "info_hash_v1": v1 and bytes(v1).hex(),
-            "info_hash_v2": v2 and bytes(v2).hex(), "version": version, "name": name, "total_size": size,
-            "num_files": num_files, "piece_length": piece_length,
-            "private": None if private is None else bool(private), "files": files}
-        if peer is not None:
-            doc["peer"] = peer
-        doc.update(discovered_at=rfc3339(first), first_seen=rfc3339(first), last_seen=rfc3339(last),
-                   times_seen=times)
-        if scraped_at is not None:  # the latest swarm estimate (null counts: nobody knew the swarm)
-            doc.update(seeders=seeders, leechers=leechers, scraped_at=rfc3339(scraped_at))
-        yield doc
+    with using(db) as conn:
+        d = conn.dialect
+        swarm = d.has_column(conn, "torrents", "scraped_at")
+        columns = ("id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, piece_length, "
+                   "private, first_seen, last_seen, peer, times_seen, "
+                   + ("seeders, leechers, scraped_at" if swarm else "NULL, NULL, NULL"))
+        after = -1
+        while True:  # pages in id order, each with its files in one query
+            page = conn.execute(f"SELECT {columns} FROM torrents WHERE id > ?"
+                                + (" AND last_seen >= ?" if since_s is not None else "") + " ORDER BY id LIMIT ?",
+                                (after, *(() if since_s is None else (d.time(since_s),)), EXPORT_PAGE))
+            if not page:
+                return
+            files: Dict[int, List[Dict[str, Any]]] = {}
+            for tid, path, size in conn.execute("SELECT torrent, path, size FROM files WHERE torrent BETWEEN ? AND ? "
+                                                "ORDER BY torrent, idx", (page[0][0], page[-1][0])):
+                files.setdefault(int(tid), []).append({"path": path, "size": int(size)})
+            for row in page:
+                yield _doc(d, row, files.get(int(row[0]), []))
+            after = page[-1][0]
 
 
-def export(db_path: str, out: Optional[str], since: Any = None) -> int:
-    """Writes the dump of ``db_path`` to ``out`` (``None`` or ``-``: standard output; a
-    name ending in ``.zst``: zstd-compressed) and returns the number of torrents."""
+def _doc(d: Any, row: Any, files: List[Dict[str, Any]]) -> Dict[str, Any]:
+    (_tid, key, v1, v2, version, name, size, num_files, piece_length, private, first, last, peer, times,
+     seeders, leechers, scraped_at) = row
+    first, last, scraped_at = d.seconds(first), d.seconds(last), d.seconds(scraped_at)
+    doc: Dict[str, Any] = {
+        "schema": 1, "info_hash": bytes(key).hex(), "info_hash_v1": v1 and bytes(v1).hex(),
+        "info_hash_v2": v2 and bytes(v2).hex(), "version": version, "name": name, "total_size": int(size),
+        "num_files": int(num_files), "piece_length": None if piece_length is None else int(piece_length),
+        "private": None if private is None else bool(private), "files": files}
+    if peer is not None:
+        doc["peer"] = peer
+    doc.update(discovered_at=rfc3339(first), first_seen=rfc3339(first), last_seen=rfc3339(last),
+               times_seen=int(times))
+    if scraped_at is not None:  # the latest swarm estimate (null counts: nobody knew the swarm)
+        doc.update(seeders=None if seeders is None else int(seeders),
+                   leechers=None if leechers is None else int(leechers), scraped_at=rfc3339(scraped_at))
+    return doc
+
+
+def export(db: Union[str, Database], out: Optional[str], since: Any = None) -> int:
+    """Writes the dump of ``db`` (a SQLite file, a ``postgresql://`` URI, or a Database) to
+    ``out`` (``None`` or ``-``: standard output; a name ending in ``.zst``: zstd-compressed)
+    and returns the number of torrents."""
     import sys
 
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    database = db if isinstance(db, Database) else Database(db)
+    conn = database.connect(read_only=True)
     n = 0
     raw: Optional[IO[bytes]] = None
     try:
@@ -197,40 +220,39 @@ def read_any(path: str) -> Iterator[Dict[str, Any]]:
     return read_dump(path)
 
 
-def _retry_table(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'retry_hashes'").fetchone() is not None
-
-
-def mark_delivered(conn: sqlite3.Connection, keys: Iterable[bytes], now: int) -> None:
+def mark_delivered(conn: Connection, keys: Iterable[bytes], now: int) -> None:
     """Marks 20-byte keys done in the retry store's table (a key being fetched, leased,
     is left to its crawler)."""
     conn.executemany(
         "INSERT INTO retry_hashes(info_hash, state, next_retry_at, first_seen, last_seen, observations, attempts, "
         "priority, failure_counts, recent_failures, lease_owner, peers) VALUES (?, ?, 0, ?, ?, 0, 0, 0, 0, 0, NULL, NULL) "
-        "ON CONFLICT(info_hash) DO UPDATE SET state = excluded.state WHERE state != 1",
+        "ON CONFLICT (info_hash) DO UPDATE SET state = excluded.state WHERE retry_hashes.state != 1",
         [(k, RETRY_DONE, now, now) for k in keys])
 
 
-def import_files(db_path: str, paths: List[str], *, refetch: bool = False,
-                 ensure_retry_store: Optional[Callable[[str], None]] = None,
+def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None) -> Dict[str, int]:
-    """Merges every input into the database at ``db_path``; returns counts ``{read, new,
-    merged}``. Unless ``refetch``, ``ensure_retry_store(db_path)`` is called first (it
-    creates the retry store's tables, as a crawl would) and every key is marked done."""
+    """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
+    Database); returns counts ``{read, new, merged}``. Unless ``refetch``, the retry store's
+    tables are created first, as a crawl would (dhtcrawler.migrate_store), and every key is
+    marked done there."""
     import time
 
-    if not refetch and ensure_retry_store is not None:
-        ensure_retry_store(db_path)
-    sink = SqliteSink(db_path)
+    from .. import migrate_store
+
+    database = db if isinstance(db, Database) else Database(db)
+    if not refetch:
+        # The retry tables are the library's: it creates or migrates them (dhtc_store_migrate),
+        # so their schema stays in one place, never copied here (docs/database.md).
+        migrate_store(database.retry_store())
+    sink = DatabaseSink(database)
     counts = {"read": 0, "new": 0, "merged": 0}
     try:
-        mark = not refetch and _retry_table(sink.connection)
         now = int(time.time())
         for path in paths:
             for rec in read_any(path):
-                keys = {bytes.fromhex(h[:40]) for h in (rec["info_hash"], rec.get("info_hash_v1"),
-                                                         rec.get("info_hash_v2")) if h}
-                new = sink.merge(rec, also=(lambda c, k=keys: mark_delivered(c, k, now)) if mark else None)
+                keys = keys_of(rec)
+                new = sink.merge(rec, also=None if refetch else (lambda c, k=keys: mark_delivered(c, k, now)))
                 counts["read"] += 1
                 counts["new" if new else "merged"] += 1
                 if progress is not None:

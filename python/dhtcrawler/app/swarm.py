@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Any, Callable, Optional, Set
 
-from ._errors import DhtcError
-from ._types import Scrape
+from .._errors import DhtcError
+from .._types import Scrape
 
 # A stored estimate older than this is refreshed (when the rate leaves room).
 REFRESH_AFTER = 6 * 3600

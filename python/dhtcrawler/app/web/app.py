@@ -3,7 +3,6 @@ beside a crawl, /metrics. See docs/api.md."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
@@ -26,39 +25,6 @@ class BadParameter(ValueError):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(message)
         self.parameter = parameter
-
-
-class SqliteDatabase:
-    """A read-only view of a crawl's SQLite file: one connection per request (cheap, and
-    safe beside the crawl writing the same file in WAL mode)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        with self.connect() as conn:  # fails now, not at the first request
-            conn.execute("SELECT 1 FROM torrents LIMIT 1").fetchall()
-
-    def connect(self) -> sqlite3.Connection:
-        uri = "file:" + Path(self.path).resolve().as_posix() + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False)
-        return conn
-
-
-class PostgresDatabase:
-    """A fleet's PostgreSQL store (the schema of dhtcrawler.sinks.PostgresSink): one
-    connection per request. Only SELECTs are sent."""
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri
-        conn = self.connect()  # fails now (PgError), not at the first request
-        try:
-            conn.execute("SELECT 1 FROM torrents LIMIT 1")
-        finally:
-            conn.close()
-
-    def connect(self) -> Any:
-        from .._pg import Connection
-
-        return Connection(self.uri)
 
 
 def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -118,13 +84,14 @@ class AuthMiddleware:
 
 def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Callable[[], str]] = None,
                queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "") -> Any:
-    """The ASGI application. ``db`` has ``connect()`` (a SqliteDatabase or a
-    PostgresDatabase: connections dhtcrawler.search takes); ``api_key``, when
+    """The ASGI application over ``db`` (a dhtcrawler.app.db.Database: a crawl's SQLite file
+    or a fleet's PostgreSQL, read-only, one connection per request: cheap, and safe beside a
+    crawl writing the same database); ``api_key``, when
     given, is required on every request; ``metrics`` renders /metrics (beside a crawl);
     ``queries`` provides search(), torrent() and stats() (dhtcrawler.web.queries' signatures)."""
 
     def with_conn(fn: Callable[[Any], Any]) -> Any:
-        conn = db.connect()
+        conn = db.connect(read_only=True)
         try:
             return fn(conn)
         finally:

@@ -16,11 +16,11 @@ from typing import Dict, Iterator, List, Set
 
 import pytest
 
-from dhtcrawler._pg import Connection
+from dhtcrawler.app.db import Database
 from dhtcrawler.sinks import read_jsonl
 
 from conftest import pg_schema_uri, unused_loopback_port, wait_for
-from test_cli import Crawl, check_jsonl_matches_db, db_torrents, run_cli
+from cliutil import Crawl, check_jsonl_matches_db, db_torrents, run_cli
 
 RETRY_DONE = 2
 RETRY_LEASED = 1
@@ -127,10 +127,10 @@ def test_fleet_delivers_each_torrent_once_into_postgresql(tmp_path, testnet_bina
     lines = [line for out in outs for line in delivered(out)]
     # exactly once across the fleet: no torrent in both streams, none twice in one
     assert len({identity[line["info_hash"]] for line in lines}) == len(lines)
-    conn = Connection(pg_schema)
+    conn = Database(pg_schema).connect()
     try:
         rows = {r[0]: r for r in conn.execute(
-            "SELECT info_hash, name, total_size, times_seen, peer FROM torrents")}
+            "SELECT encode(info_hash, 'hex'), name, total_size, times_seen, peer FROM torrents")}
         assert set(rows) == {line["info_hash"] for line in lines}
         for line in lines:
             _, name, size, times_seen, peer = rows[line["info_hash"]]

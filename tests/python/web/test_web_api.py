@@ -23,7 +23,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from conftest import ROOT, pg_schema_uri  # noqa: E402
 from webutil import CATALOGUE, Served, make_db  # noqa: E402
 
-from dhtcrawler.web import auth, categories  # noqa: E402
+from dhtcrawler.app.web import auth, categories  # noqa: E402
 
 SCHEMA = json.loads((ROOT / "docs" / "api.schema.json").read_text())
 TZ = "{http://torznab.com/schemas/2015/feed}"
@@ -333,7 +333,7 @@ def test_serve_store_postgresql() -> None:
 
 
 def test_serve_store_unreachable_is_a_start_failure(tmp_path: Path) -> None:
-    from test_cli import run_cli
+    from cliutil import run_cli
 
     out = run_cli("serve", "--store", "postgresql://nobody:pw@127.0.0.1:1/none", "--listen", "127.0.0.1:0")
     assert out.returncode == 1 and "--store" in out.stderr and "pw" not in out.stderr, out.stderr

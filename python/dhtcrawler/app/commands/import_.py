@@ -1,0 +1,48 @@
+"""``dhtcrawler import``: dumps (JSON lines, .zst) or magnetico databases merged into the
+database, their hashes marked delivered in the retry store beside it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from ..._errors import StoreError
+from .common import EXIT_OK, UsageError, database, db_flags, open_failure
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("import", help="merge dumps (JSON lines, .zst) or magnetico databases into the database")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    db_flags(p)
+    p.add_argument("--refetch", action="store_true",
+                   help="do not mark the imported hashes delivered (a crawl fetches them again)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..db.errors import DatabaseError
+    from ..dumps import DumpError, import_files
+
+    db = database(args)
+    for path in args.files:
+        if path != "-" and not os.path.isfile(path):
+            raise UsageError(f"{path}: no such file")
+    started = time.monotonic()
+    try:
+        counts = import_files(db, args.files, refetch=args.refetch)
+    except DumpError as e:
+        raise UsageError(str(e)) from None
+    except StoreError as e:  # the retry store could not be created or migrated
+        raise open_failure(db, e.message) from None
+    except DatabaseError as e:
+        raise open_failure(db, e) from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{type(e).__name__}: {e}") from None
+    secs = time.monotonic() - started
+    print(f"dhtcrawler: imported {counts['read']} torrents into {db.describe()} ({counts['new']} new, "
+          f"{counts['merged']} merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"),
+          file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,261 @@
+"""The torrent tables (component ``torrents``), on SQLite and PostgreSQL, as migrations of
+the one format (migrations.py).
+
+Both databases end in one shape: ``torrents`` (an integer ``id``; 20-byte binary hashes;
+times as Unix seconds on SQLite, timestamptz on PostgreSQL), ``files`` and ``hashes`` keyed
+by that id (``hashes`` holds every 20-byte DHT key of a torrent: its v1 hash, its v2 hash
+truncated, the key it came under). SQLite adds its FTS5 search index ``search``;
+PostgreSQL a pg_trgm index on lower(name) where the extension could be installed.
+
+Never edit a released entry; append a new one, with its steps on both databases.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from .dialect import FTS_OPTIONS, Dialect
+from .migrations import Migration
+
+COMPONENT = "torrents"
+
+# (description, statements) per version, as each database got them before the two shared
+# one shape (version 4).
+Steps = Sequence[Tuple[str, Sequence[str]]]
+
+_SQLITE: Steps = (
+    ("torrents, their files and every hash that names them", (
+        """CREATE TABLE torrents (
+            info_hash     TEXT PRIMARY KEY,      -- the DHT key it was first delivered under
+            info_hash_v1  TEXT,                  -- 40 hex, or NULL for v2-only
+            info_hash_v2  TEXT,                  -- 64 hex, or NULL for v1-only
+            version       TEXT NOT NULL,         -- v1, v2 or hybrid
+            name          TEXT NOT NULL,
+            total_size    INTEGER NOT NULL,
+            num_files     INTEGER NOT NULL,
+            piece_length  INTEGER NOT NULL,
+            private       INTEGER NOT NULL,
+            metadata_size INTEGER NOT NULL,      -- bytes of the info dict
+            first_seen    TEXT NOT NULL,         -- RFC 3339 UTC
+            last_seen     TEXT NOT NULL,
+            peer          TEXT,                  -- the peer that served it last
+            times_seen    INTEGER NOT NULL DEFAULT 1
+        )""",
+        """CREATE TABLE files (
+            info_hash TEXT NOT NULL REFERENCES torrents(info_hash) ON DELETE CASCADE,
+            idx       INTEGER NOT NULL,
+            path      TEXT NOT NULL,
+            size      INTEGER NOT NULL,
+            PRIMARY KEY (info_hash, idx)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE hashes (
+            hash      TEXT PRIMARY KEY,          -- a v1 hash (40 hex) or a full v2 hash (64 hex)
+            kind      TEXT NOT NULL CHECK (kind IN ('v1', 'v2')),
+            info_hash TEXT NOT NULL REFERENCES torrents(info_hash) ON DELETE CASCADE
+        ) WITHOUT ROWID""",
+        "CREATE INDEX hashes_by_torrent ON hashes(info_hash)",
+        "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
+    )),
+    ("small on disk: binary hashes, an integer torrent key, times as Unix seconds; "
+     "the full-text index", (
+        """CREATE TABLE torrents2 (
+            id            INTEGER PRIMARY KEY,   -- the key of files, hashes and the search index
+            info_hash     BLOB NOT NULL,         -- 20 bytes: the DHT key it was first delivered under
+            info_hash_v1  BLOB,                  -- 20 bytes, or NULL (v2-only, or unknown: see version)
+            info_hash_v2  BLOB,                  -- 32 bytes, or NULL (v1-only, or unknown)
+            version       TEXT,                  -- v1, v2, hybrid; NULL = unknown (imported from magnetico)
+            name          TEXT NOT NULL,
+            total_size    INTEGER NOT NULL,
+            num_files     INTEGER NOT NULL,      -- every file, even when fewer rows are stored
+            piece_length  INTEGER,               -- NULL = unknown
+            private       INTEGER,               -- 0/1; NULL = unknown
+            metadata_size INTEGER,               -- bytes of the info dict; NULL = unknown
+            first_seen    INTEGER NOT NULL,      -- Unix seconds, UTC
+            last_seen     INTEGER NOT NULL,
+            peer          TEXT,                  -- the peer that served it last
+            times_seen    INTEGER NOT NULL DEFAULT 1
+        )""",
+        "INSERT INTO torrents2(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, "
+        "piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
+        "SELECT dhtc_unhex(info_hash), dhtc_unhex(info_hash_v1), dhtc_unhex(info_hash_v2), version, name, "
+        "total_size, num_files, piece_length, private, metadata_size, CAST(strftime('%s', first_seen) AS INTEGER), "
+        "CAST(strftime('%s', last_seen) AS INTEGER), peer, times_seen FROM torrents ORDER BY first_seen, info_hash",
+        """CREATE TABLE files2 (
+            torrent INTEGER NOT NULL,            -- torrents.id
+            idx     INTEGER NOT NULL,
+            path    TEXT NOT NULL,
+            size    INTEGER NOT NULL,
+            PRIMARY KEY (torrent, idx)
+        ) WITHOUT ROWID""",
+        "INSERT INTO files2(torrent, idx, path, size) SELECT t.id, f.idx, f.path, f.size "
+        "FROM files f JOIN torrents2 t ON t.info_hash = dhtc_unhex(f.info_hash) ORDER BY t.id, f.idx",
+        # Every 20-byte DHT key of a torrent: its v1 hash, its v2 hash truncated to 20 bytes
+        # (a full v2 hash is looked up by its first 20 bytes), and the key it came under.
+        """CREATE TABLE hashes2 (
+            hash    BLOB PRIMARY KEY,
+            torrent INTEGER NOT NULL             -- torrents.id
+        ) WITHOUT ROWID""",
+        "INSERT OR IGNORE INTO hashes2(hash, torrent) SELECT dhtc_unhex(substr(h.hash, 1, 40)), t.id "
+        "FROM hashes h JOIN torrents2 t ON t.info_hash = dhtc_unhex(h.info_hash)",
+        "INSERT OR IGNORE INTO hashes2(hash, torrent) SELECT info_hash, id FROM torrents2",
+        "DROP TABLE hashes",
+        "DROP TABLE files",
+        "DROP TABLE torrents",
+        "ALTER TABLE torrents2 RENAME TO torrents",
+        "ALTER TABLE files2 RENAME TO files",
+        "ALTER TABLE hashes2 RENAME TO hashes",
+        "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
+        # The search index: one document per torrent (its name, then the paths of its stored
+        # files, one per line), contentless (the text is in torrents and files), rowid =
+        # torrents.id. With trigram it records which trigrams occur, not where (detail=none):
+        # search.py looks up candidates by trigram and checks each word on the stored text.
+        # Written by the sink with the torrent.
+        "CREATE VIRTUAL TABLE search USING fts5(text, content='', {fts_options})",
+        "INSERT INTO search(rowid, text) SELECT t.id, t.name || coalesce(char(10) || p.paths, '') FROM torrents t "
+        "LEFT JOIN (SELECT torrent, group_concat(path, char(10)) AS paths FROM "
+        "(SELECT torrent, path FROM files ORDER BY torrent, idx) GROUP BY torrent) p ON p.torrent = t.id",
+    )),
+    ("swarm sizes: the latest BEP-33 estimate of seeders and leechers, and when it was made", (
+        # NULL until a scrape answered (the columns cost nothing in rows written before).
+        "ALTER TABLE torrents ADD COLUMN seeders INTEGER",
+        "ALTER TABLE torrents ADD COLUMN leechers INTEGER",
+        "ALTER TABLE torrents ADD COLUMN scraped_at INTEGER",  # Unix seconds, UTC
+    )),
+)
+
+# The pg_trgm index on names, when the extension can be had: without it (or the right to
+# create it) search scans, still correct.
+_PG_NAME_TRIGRAMS = """DO $$ BEGIN
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    EXECUTE 'CREATE INDEX torrents_name_trgm ON torrents USING gin (lower(name) gin_trgm_ops)';
+EXCEPTION WHEN OTHERS THEN
+    RAISE NOTICE 'dhtcrawler: no pg_trgm index (%), search scans', SQLERRM;
+END $$"""
+
+_POSTGRESQL: Steps = (
+    ("torrents, their files and every hash that names them", (
+        """CREATE TABLE torrents (
+            info_hash     TEXT PRIMARY KEY,
+            info_hash_v1  TEXT,
+            info_hash_v2  TEXT,
+            version       TEXT NOT NULL,
+            name          TEXT NOT NULL,
+            total_size    BIGINT NOT NULL,
+            num_files     BIGINT NOT NULL,
+            piece_length  BIGINT NOT NULL,
+            private       BOOLEAN NOT NULL,
+            metadata_size BIGINT NOT NULL,
+            first_seen    TIMESTAMPTZ NOT NULL,
+            last_seen     TIMESTAMPTZ NOT NULL,
+            peer          TEXT,
+            times_seen    BIGINT NOT NULL DEFAULT 1
+        )""",
+        """CREATE TABLE files (
+            info_hash TEXT NOT NULL REFERENCES torrents(info_hash) ON DELETE CASCADE,
+            idx       BIGINT NOT NULL,
+            path      TEXT NOT NULL,
+            size      BIGINT NOT NULL,
+            PRIMARY KEY (info_hash, idx)
+        )""",
+        """CREATE TABLE hashes (
+            hash      TEXT PRIMARY KEY,
+            kind      TEXT NOT NULL CHECK (kind IN ('v1', 'v2')),
+            info_hash TEXT NOT NULL REFERENCES torrents(info_hash) ON DELETE CASCADE
+        )""",
+        "CREATE INDEX hashes_by_torrent ON hashes(info_hash)",
+        "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
+    )),
+    ("search: a pg_trgm index on the names, when the extension can be had", (
+        _PG_NAME_TRIGRAMS,
+        "CREATE INDEX torrents_by_first_seen ON torrents(first_seen)",
+    )),
+    ("swarm sizes: the latest BEP-33 estimate of seeders and leechers, and when it was made", (
+        "ALTER TABLE torrents ADD COLUMN seeders BIGINT",
+        "ALTER TABLE torrents ADD COLUMN leechers BIGINT",
+        "ALTER TABLE torrents ADD COLUMN scraped_at TIMESTAMPTZ",
+    )),
+)
+
+# Version 4: PostgreSQL takes SQLite's shape (an integer id; binary hashes, the 20-byte keys
+# in hashes; fields a source did not know, as for a magnetico import, may be NULL), so one
+# query serves both. The rows are copied in first-seen order; on SQLite nothing changes.
+_PG_SQLITE_SHAPE = (
+    """CREATE TABLE torrents2 (
+        id            BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+        info_hash     BYTEA NOT NULL,        -- 20 bytes: the DHT key it was first delivered under
+        info_hash_v1  BYTEA,                 -- 20 bytes, or NULL (v2-only, or unknown: see version)
+        info_hash_v2  BYTEA,                 -- 32 bytes, or NULL
+        version       TEXT,                  -- v1, v2, hybrid; NULL = unknown
+        name          TEXT NOT NULL,
+        total_size    BIGINT NOT NULL,
+        num_files     BIGINT NOT NULL,       -- every file, even when fewer rows are stored
+        piece_length  BIGINT,
+        private       BOOLEAN,
+        metadata_size BIGINT,
+        first_seen    TIMESTAMPTZ NOT NULL,
+        last_seen     TIMESTAMPTZ NOT NULL,
+        peer          TEXT,
+        times_seen    BIGINT NOT NULL DEFAULT 1,
+        seeders       BIGINT,
+        leechers      BIGINT,
+        scraped_at    TIMESTAMPTZ
+    )""",
+    "INSERT INTO torrents2(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, piece_length, "
+    "private, metadata_size, first_seen, last_seen, peer, times_seen, seeders, leechers, scraped_at) "
+    "SELECT decode(left(info_hash, 40), 'hex'), decode(info_hash_v1, 'hex'), decode(info_hash_v2, 'hex'), version, "
+    "name, total_size, num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen, "
+    "seeders, leechers, scraped_at FROM torrents ORDER BY first_seen, info_hash",
+    """CREATE TABLE files2 (
+        torrent BIGINT NOT NULL,             -- torrents.id
+        idx     BIGINT NOT NULL,
+        path    TEXT NOT NULL,
+        size    BIGINT NOT NULL,
+        PRIMARY KEY (torrent, idx)
+    )""",
+    "INSERT INTO files2(torrent, idx, path, size) SELECT t.id, f.idx, f.path, f.size FROM files f "
+    "JOIN torrents2 t ON t.info_hash = decode(left(f.info_hash, 40), 'hex')",
+    "CREATE TABLE hashes2 (hash BYTEA PRIMARY KEY, torrent BIGINT NOT NULL)",
+    "INSERT INTO hashes2(hash, torrent) SELECT decode(left(h.hash, 40), 'hex'), t.id FROM hashes h "
+    "JOIN torrents2 t ON t.info_hash = decode(left(h.info_hash, 40), 'hex') ON CONFLICT (hash) DO NOTHING",
+    "INSERT INTO hashes2(hash, torrent) SELECT info_hash, id FROM torrents2 ON CONFLICT (hash) DO NOTHING",
+    "DROP TABLE hashes",
+    "DROP TABLE files",
+    "DROP TABLE torrents",
+    "ALTER TABLE torrents2 RENAME TO torrents",
+    "ALTER TABLE files2 RENAME TO files",
+    "ALTER TABLE hashes2 RENAME TO hashes",
+    "CREATE INDEX torrents_by_last_seen ON torrents(last_seen)",
+    "CREATE INDEX torrents_by_first_seen ON torrents(first_seen)",
+    "CREATE INDEX hashes_by_torrent ON hashes(torrent)",
+    _PG_NAME_TRIGRAMS,
+)
+
+
+def _joined(sqlite: Steps, postgresql: Steps) -> List[Migration]:
+    out = []
+    for (d_sqlite, s_sqlite), (d_pg, s_pg) in zip(sqlite, postgresql):
+        description = d_sqlite if d_sqlite == d_pg else f"{d_sqlite} (PostgreSQL: {d_pg})"
+        out.append(Migration(description, tuple(s_sqlite), tuple(s_pg)))
+    return out
+
+
+MIGRATIONS: Sequence[Migration] = (
+    *_joined(_SQLITE, _POSTGRESQL),
+    Migration("PostgreSQL in SQLite's shape: an integer id, binary hashes, unknown fields NULL",
+              sqlite=(), postgresql=_PG_SQLITE_SHAPE),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The oldest version the read-only commands (search, export, serve) can read: the shape
+# the queries expect came with version 2 on SQLite, with version 4 on PostgreSQL.
+_READABLE_FROM = {"sqlite": 2, "postgresql": 4}
+
+
+def readable_from(dialect: Dialect) -> int:
+    return _READABLE_FROM[dialect.name]
+
+
+def prepare(step: str) -> str:
+    """Fills in what depends on the SQLite library (the search index's tokenizer)."""
+    return step.replace("{fts_options}", FTS_OPTIONS)

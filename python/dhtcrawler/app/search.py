@@ -1,0 +1,327 @@
+"""Queries over the torrent database: full-text search, one torrent, statistics.
+
+The functions here are what ``dhtcrawler search`` and ``dhtcrawler serve`` call. Each takes
+``db``: a ``sqlite3.Connection`` on a database the sink wrote (schema version 2+), a sink
+(its connection, under its lock), a connection of the database layer
+(:mod:`dhtcrawler.app.db`), or a path to a SQLite file or a ``postgresql://`` URI (opened
+read-only for the one call). SQLite and PostgreSQL answer alike; the queries are written
+once, and the database layer's dialect supplies what differs.
+
+Rows are plain dicts, JSON-ready::
+
+    {"info_hash": "40 hex", "info_hash_v1": "40 hex" | None, "info_hash_v2": "64 hex" | None,
+     "version": "v1" | "v2" | "hybrid" | None,      # None: unknown (imported from magnetico)
+     "name": str, "total_size": int, "num_files": int,
+     "piece_length": int | None, "private": bool | None,
+     "first_seen": "RFC 3339 UTC", "last_seen": "RFC 3339 UTC", "times_seen": int,
+     "peer": str | None, "metadata_size": int | None,
+     "seeders": int | None, "leechers": int | None,  # the latest BEP-33 estimate; None: not measured
+     "scraped_at": "RFC 3339 UTC" | None,           # when it was made
+     "magnet": "magnet:?xt=urn:btih:...", "score": float | None}
+
+How a query matches: the query is split on white space, except inside double quotes: a
+quoted phrase (``"two words"``) is one word, spaces included (an unclosed quote runs to
+the end of the query; apostrophes and backslashes are plain characters); every word must occur in the torrent's name or in one of its stored file paths,
+as a substring, case-insensitively for Latin, Greek and Cyrillic letters (SQLite's LIKE
+folds only ASCII, the trigram index folds the rest, so the check is done on what the
+index found). The index is SQLite FTS5 with the ``trigram`` tokenizer when the SQLite
+library has it (3.34+), recording which trigrams a torrent has (``detail=none``: small on
+disk); candidates are the torrents holding every trigram of every word, each then checked
+word by word on the stored text. A word shorter than 3 characters has no trigram: it is
+checked on the candidates of the other words, or, when every word is that short, on every
+torrent (a scan). Without trigram the index is ``unicode61`` (whole words; CJK text runs
+are one word).
+
+On PostgreSQL the words are matched with ILIKE (case folding by the database's ctype), on
+the names and the file paths, helped by a pg_trgm index on lower(name) when the extension
+could be installed; there is no candidate window.
+
+Relevance (the ``score`` of a row; FTS5's bm25 needs positions, which the index does not
+keep): the number of query words found in the name, plus the share of the name they
+cover (0..1); equal scores go to the newer torrent.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional, Tuple, Union
+from urllib.parse import quote
+
+from .db import Connection, using
+
+__all__ = ["search", "torrent", "stats", "largest_files", "magnet", "parse_time", "rfc3339", "query_words",
+           "cli_query", "tokenizer", "QueryError", "SORTS", "VERSIONS", "MAX_LIMIT", "DEFAULT_WINDOW"]
+
+SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "name", "swarm")
+VERSIONS = ("v1", "v2", "hybrid")
+MAX_LIMIT = 1000
+DEFAULT_WINDOW = 10_000
+
+_BASE_COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, "
+                 "t.num_files, t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, "
+                 "t.metadata_size")
+_SWARM = "t.seeders, t.leechers, t.scraped_at"
+_NO_SWARM = "NULL, NULL, NULL"  # a database from before schema 3, opened read-only
+# The swarm sort: measured swarms first, largest first.
+_SWARM_ORDER = "(t.seeders + t.leechers) IS NULL, (t.seeders + t.leechers) {desc}"
+
+
+class QueryError(ValueError):
+    """A bad argument to search() (unknown sort or version, negative limit...)."""
+
+
+def rfc3339(seconds: Optional[int]) -> Optional[str]:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(int(seconds), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Union[None, int, float, str, datetime]) -> Optional[int]:
+    """Unix seconds from Unix seconds, a datetime, or an RFC 3339 / ISO 8601 text (a date
+    alone is midnight UTC; no zone means UTC)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, datetime):
+        dt = value
+    else:
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise QueryError(f"not a time: {value!r} (expected RFC 3339 or Unix seconds)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp())
+
+
+def magnet(info_hash: str, name: Optional[str] = None, info_hash_v2: Optional[str] = None,
+           info_hash_v1: Optional[str] = None) -> str:
+    """A magnet link naming every hash of the torrent: ``xt=urn:btih:`` with the v1 hash
+    (or ``info_hash`` when neither hash is known, as for a magnetico import) and
+    ``xt=urn:btmh:1220...`` with the v2 hash. A v2-only torrent gets no btih: its stored
+    key is a truncated v2 hash, not a v1 hash."""
+    parts = []
+    btih = info_hash_v1 or (None if info_hash_v2 else info_hash)
+    if btih:
+        parts.append(f"xt=urn:btih:{btih}")
+    if info_hash_v2:
+        parts.append(f"xt=urn:btmh:1220{info_hash_v2}")
+    if name:
+        parts.append(f"dn={quote(name, safe='')}")
+    return "magnet:?" + "&".join(parts)
+
+
+def _hex(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else bytes(b).hex()
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    return None if value is None else int(value)
+
+
+def _row(d: Any, r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str, Any]:
+    """The one row form, from _columns(): the id, binary hashes, the dialect's times."""
+    info_hash, v1, v2, name = _hex(r[1]), _hex(r[2]), _hex(r[3]), r[5]
+    return {"info_hash": info_hash, "info_hash_v1": v1, "info_hash_v2": v2, "version": r[4], "name": name,
+            "total_size": int(r[6]), "num_files": int(r[7]), "piece_length": _opt_int(r[8]),
+            "private": None if r[9] is None else bool(r[9]), "first_seen": rfc3339(d.seconds(r[10])),
+            "last_seen": rfc3339(d.seconds(r[11])), "times_seen": int(r[12]), "peer": r[13],
+            "metadata_size": _opt_int(r[14]), "seeders": _opt_int(r[15]), "leechers": _opt_int(r[16]),
+            "scraped_at": rfc3339(d.seconds(r[17])), "magnet": magnet(info_hash, name, v2, v1), "score": score}
+
+
+def _columns(conn: Connection) -> str:
+    """The selected columns of a row: _BASE_COLUMNS and the swarm estimate (NULLs when the
+    database predates it)."""
+    swarm = conn.dialect.has_column(conn, "torrents", "scraped_at")
+    return f"{_BASE_COLUMNS}, {_SWARM if swarm else _NO_SWARM}"
+
+
+def tokenizer(db: Any) -> str:
+    """How the database's search index finds words (see stats())."""
+    with using(db) as conn:
+        return conn.dialect.tokenizer(conn)
+
+
+def query_words(query: str, max_words: Optional[int] = None) -> List[str]:
+    """The distinct words of a query (double quotes group a word with spaces), only the
+    first ``max_words`` of them when given."""
+    return list(dict.fromkeys(_words(query or "")))[:max_words]
+
+
+_WORD = re.compile(r'"([^"]*)(?:"|$)|([^\s"]+)')
+
+
+def _words(query: str) -> List[str]:
+    """The words and quoted phrases of ``query``, in order (a phrase's inner white space
+    collapsed to single spaces)."""
+    words = (" ".join((phrase if phrase is not None else word).split())
+             for phrase, word in (m.groups() for m in _WORD.finditer(query)))
+    return [w for w in words if w]
+
+
+def cli_query(args: List[str]) -> str:
+    """The query text for command-line arguments: each argument is one word or phrase as the
+    shell gave it (``search "two words"`` is the phrase), unless it holds a double quote,
+    when it is query text itself (``search '"two words" other'``)."""
+    return " ".join(a if '"' in a or len(a.split()) < 2 else f'"{a}"' for a in args)
+
+
+def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: str = "relevance",
+           order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
+           min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
+           since: Union[None, int, str, datetime] = None,
+           window: Optional[int] = DEFAULT_WINDOW,
+           max_words: Optional[int] = None) -> Tuple[int, List[Dict[str, Any]]]:
+    """Torrents matching ``query`` and the filters: ``(total, rows)``, ``total`` counting
+    every match, ``rows`` the page ``offset .. offset+limit`` (limit 0..1000).
+
+    ``query``: words, see the module text; empty matches every torrent (then ``relevance``
+    sorts newest first). Filters: ``min_size``/``max_size`` (bytes, inclusive),
+    ``min_files``/``max_files``, ``version`` (``v1``, ``v2`` or ``hybrid``; torrents of
+    unknown version match none), ``since`` (first seen at or after: Unix seconds, datetime
+    or RFC 3339 text).
+
+    ``sort``: ``relevance`` (best first: see the module text), ``size``, ``first_seen``,
+    ``last_seen``, ``files``, ``swarm`` (seeders + leechers of the latest estimate;
+    torrents never measured come last, by relevance). ``order``: ``desc`` (default; relevance is always best first) or
+    ``asc``. Ties go to the newer torrent.
+
+    ``window`` bounds the work of a query with words: only the newest ``window`` torrents
+    the index finds for it (before the words are checked and the filters applied) are
+    considered, so ``total`` counts matches among those and a common word's oldest
+    torrents are left out. ``None`` considers every candidate (slower: see
+    docs/performance.md). A query without words is never windowed. ``max_words``, when
+    given, keeps only the query's first that many (distinct) words.
+
+    ``name`` sorts by name, case-insensitively, A to Z unless ``order="desc"``."""
+    if sort not in SORTS:
+        raise QueryError(f"unknown sort {sort!r} (one of {', '.join(SORTS)})")
+    if order not in (None, "asc", "desc"):
+        raise QueryError(f"unknown order {order!r} (asc or desc)")
+    if version is not None and version not in VERSIONS:
+        raise QueryError(f"unknown version {version!r} (v1, v2 or hybrid)")
+    if not 0 <= int(limit) <= MAX_LIMIT or int(offset) < 0:
+        raise QueryError(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
+    since_s = parse_time(since)
+    words = query_words(query, max_words)
+    with using(db) as conn:
+        d = conn.dialect
+        source, params = d.search_source(conn, words, window)
+        where: List[str] = []
+        for w in words:  # each word, exactly: in the name or in a stored path
+            in_name, arg = d.contains("t.name", w)
+            in_path, _ = d.contains("f.path", w)
+            where.append(f"({in_name} OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id AND {in_path}))")
+            params += [arg, arg]
+        for cond, value in (("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
+                            ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
+                            ("t.version = ?", version), ("t.first_seen >= ?", d.time(since_s))):
+            if value is not None:
+                where.append(cond)
+                params.append(value)
+        clause = (" WHERE " + " AND ".join(where)) if where else ""
+        # relevance: words found in the name, then the share of the name they cover
+        if words:
+            tests = [d.contains("t.name", w) for w in words]
+            hits = " + ".join(f"CASE WHEN {sql} THEN 1 ELSE 0 END" for sql, _ in tests)
+            cover = " + ".join(f"CASE WHEN {sql} THEN ? ELSE 0 END" for sql, _ in tests)
+            share = d.least("1.0", f"(0.0 + {cover}) / {d.greatest('1', 'length(t.name)')}")
+            score = f"(({hits}) + {share})"
+            score_params: List[Any] = [arg for _, arg in tests]
+            for (_, arg), w in zip(tests, words):
+                score_params += [arg, len(w)]
+        else:
+            score, score_params = "NULL", []
+        desc = "ASC" if order == "asc" else "DESC"
+        by = {"size": f"t.total_size {desc}", "first_seen": f"t.first_seen {desc}",
+              "last_seen": f"t.last_seen {desc}", "files": f"t.num_files {desc}",
+              "name": d.name_order(order == "desc")}.get(sort)
+        columns = _columns(conn)
+        if by is None:  # relevance
+            by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
+        if sort == "swarm" and _SWARM in columns:
+            by = _SWARM_ORDER.format(desc=desc) + ", " + by
+        rows: List[Any] = []
+        if limit > 0:  # one pass: the page, and the count of every match beside it
+            rows = conn.execute(f"SELECT {columns}, {score} AS score, count(*) OVER () FROM {source}{clause} "
+                                f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?",
+                                (*score_params, *params, int(limit), int(offset)))
+        if rows:
+            total = int(rows[0][-1])
+        elif limit > 0 and offset == 0:
+            total = 0  # the first page is empty: nothing matches
+        else:
+            total = int(conn.value(f"SELECT count(*) FROM {source}{clause}", params))
+        return total, [_row(d, r[:-2], None if r[-2] is None else round(float(r[-2]), 4)) for r in rows]
+
+
+def _key(info_hash: str) -> Optional[bytes]:
+    text = info_hash.strip().lower()
+    if len(text) not in (40, 64):
+        return None
+    try:
+        return bytes.fromhex(text[:40])
+    except ValueError:
+        return None
+
+
+def torrent(db: Any, info_hash: str, *, max_files: Optional[int] = None) -> Optional[Dict[str, Any]]:
+    """One torrent by any of its hashes (v1 or v2, 40 or 64 hex), with ``files``: the stored
+    file rows ``[{"path", "size"}]`` in the torrent's order (fewer than ``num_files`` when
+    the crawl capped them; ``files_stored`` says how many are stored), only the first
+    ``max_files`` when given. None when not held."""
+    key = _key(info_hash)
+    if key is None:
+        return None
+    cap = "" if max_files is None else f" LIMIT {int(max_files)}"
+    with using(db) as conn:
+        r = conn.one(f"SELECT {_columns(conn)} FROM hashes h JOIN torrents t ON t.id = h.torrent "
+                     "WHERE h.hash = ?", (key,))
+        if r is None:
+            return None
+        out = _row(conn.dialect, r)
+        del out["score"]
+        out["files"] = [{"path": p, "size": int(s)} for p, s in conn.execute(
+            f"SELECT path, size FROM files WHERE torrent = ? ORDER BY idx{cap}", (r[0],))]
+        out["files_stored"] = len(out["files"])
+        if max_files is not None and len(out["files"]) >= max_files:
+            out["files_stored"] = int(conn.value("SELECT count(*) FROM files WHERE torrent = ?", (r[0],)))
+        return out
+
+
+def largest_files(db: Any, info_hash: str, limit: int) -> List[Tuple[str, int]]:
+    """``(path, size)`` of the ``limit`` largest stored files of the torrent named by
+    ``info_hash`` (any of its hashes, as torrent() takes), largest first; [] when not held."""
+    key = _key(info_hash)
+    if key is None:
+        return []
+    with using(db) as conn:
+        return [(p, int(s)) for p, s in conn.execute(
+            "SELECT path, size FROM files WHERE torrent = (SELECT torrent FROM hashes WHERE hash = ?) "
+            "ORDER BY size DESC, idx LIMIT ?", (key, int(limit)))]
+
+
+def stats(db: Any) -> Dict[str, Any]:
+    """Counts over the database: ``torrents``, ``files`` (sum of num_files), ``files_stored``
+    (file rows), ``total_size``, ``versions`` ({v1, v2, hybrid, unknown}), ``first_seen`` and
+    ``last_seen`` (the earliest and latest, RFC 3339, None when empty) and the search
+    ``tokenizer`` (SQLite: ``trigram`` or ``unicode61``; PostgreSQL: ``pg_trgm`` when its
+    index is there, else ``scan``)."""
+    with using(db) as conn:
+        d = conn.dialect
+        n, files, size, first, last = conn.one(
+            "SELECT count(*), coalesce(sum(num_files), 0), coalesce(sum(total_size), 0), min(first_seen), "
+            "max(last_seen) FROM torrents") or (0, 0, 0, None, None)
+        versions = {"v1": 0, "v2": 0, "hybrid": 0, "unknown": 0}
+        for v, c in conn.execute("SELECT version, count(*) FROM torrents GROUP BY version"):
+            versions[v if v in versions else "unknown"] += int(c)
+        stored = int(conn.value("SELECT count(*) FROM files"))
+        return {"torrents": int(n), "files": int(files), "files_stored": stored, "total_size": int(size),
+                "versions": versions, "first_seen": rfc3339(d.seconds(first)), "last_seen": rfc3339(d.seconds(last)),
+                "tokenizer": d.tokenizer(conn)}

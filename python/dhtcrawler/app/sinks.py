@@ -1,0 +1,307 @@
+"""Where accepted torrents go: the torrent database (a SQLite file, or for a fleet
+PostgreSQL, through the database layer) and a JSON-lines stream.
+
+Both are written from the crawler's delivery thread, inside the torrent callback, before
+the torrent is acknowledged: a torrent counts as accepted only once it is stored.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import IO, Any, Callable, Iterator, List, Optional
+
+from .._types import Torrent
+from .db import Connection, Database
+from .db.dialect import POSTGRESQL
+from .db.dialect import FTS_TOKENIZER
+from .db.errors import SchemaError
+from .db.migrations import migrate
+from .db.schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION, prepare
+
+__all__ = ["DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
+           "COMPONENT", "MIGRATIONS", "SCHEMA_VERSION", "FTS_TOKENIZER", "migrate_torrents"]
+
+
+def migrate_torrents(conn: Connection) -> int:
+    """Brings the torrent tables to SCHEMA_VERSION; returns the version found before."""
+    return migrate(conn, COMPONENT, MIGRATIONS, prepare=prepare)
+
+
+def _utc_now() -> int:
+    return int(datetime.now(timezone.utc).timestamp())
+
+
+def key_of(hex_hash: str) -> bytes:
+    """The 20-byte DHT key of a hash: a v1 hash, or a v2 hash truncated."""
+    return bytes.fromhex(hex_hash[:40])
+
+
+def _unhex(text: Optional[str]) -> Optional[bytes]:
+    return None if text is None else bytes.fromhex(text)
+
+
+def _bool(value: Any) -> Optional[bool]:
+    return None if value is None else bool(value)
+
+
+def keys_of(rec: dict) -> List[bytes]:
+    """Every 20-byte key of a record (its key, v1 hash, v2 hash truncated), distinct."""
+    hashes = (rec["info_hash"], rec.get("info_hash_v1"), rec.get("info_hash_v2"))
+    return list(dict.fromkeys(key_of(h) for h in hashes if h))
+
+
+def record_of(torrent: Torrent) -> dict:
+    """A torrent as the row-shaped record the sink and the importer store."""
+    at = torrent.discovered_at
+    seen = int(at.timestamp()) if at else _utc_now()
+    return {"info_hash": torrent.info_hash, "info_hash_v1": torrent.info_hash_v1,
+            "info_hash_v2": torrent.info_hash_v2, "version": torrent.version, "name": torrent.name,
+            "total_size": torrent.total_size, "num_files": torrent.num_files,
+            "piece_length": torrent.piece_length, "private": torrent.private,
+            "metadata_size": len(torrent.info) if torrent.info else None,
+            "files": [(f.path, f.size) for f in torrent.files], "first_seen": seen, "last_seen": seen,
+            "peer": torrent.peer, "times_seen": 1}
+
+
+class DatabaseSink:
+    """Stores torrents in the torrent database, SQLite or PostgreSQL alike: one transaction
+    per torrent, so a crash or SIGKILL loses at most the torrent being written. Storing is
+    idempotent: a torrent seen again (under any of its hashes) updates ``last_seen``,
+    ``peer`` and ``times_seen``. The tables are migrated when the sink opens.
+
+    ``max_files``, when given, caps the file rows stored per torrent (the first N in the
+    torrent's order); ``num_files`` and ``total_size`` still describe every file. The search
+    index is written in the same transaction. A PostgreSQL connection lost mid-run is
+    re-established once per torrent before the torrent is given up (and so not
+    acknowledged)."""
+
+    def __init__(self, database: Database, *, max_files: Optional[int] = None) -> None:
+        self.database = database
+        self.path = database.describe()
+        self.max_files = max_files
+        self._conn = database.connect()
+        try:
+            with self._conn.lock:
+                self.schema_version_found = migrate_torrents(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
+        self.stored = 0   # new torrents
+        self.updated = 0  # torrents seen again
+
+    @property
+    def connection(self) -> Connection:
+        """The sink's connection (for the query functions; take ``lock`` around its use
+        when the sink is being written from another thread)."""
+        return self._conn
+
+    @property
+    def lock(self) -> Any:
+        return self._conn.lock
+
+    def add(self, torrent: Torrent) -> bool:
+        """Stores one torrent in its own transaction. True when it was new."""
+        return self.merge(record_of(torrent), crawl=True)
+
+    @contextmanager
+    def batch(self) -> Iterator["DatabaseSink"]:
+        """Every add() and merge() inside is one transaction: all stored, or (on any
+        exception) none. Batched writes for bulk loads; a crawl stores one torrent per
+        transaction, so that accepted means durable."""
+        with self._conn.lock, self._conn.transaction():
+            yield self
+
+    def merge(self, rec: dict, *, crawl: bool = False, also: Optional[Callable[[Connection], None]] = None) -> bool:
+        """Stores one record (record_of's form; hashes in hex, times in Unix seconds) in
+        its own transaction; True when it was new. A torrent held already (under any of its
+        keys) is combined with it: first_seen the earlier, last_seen the later, fields
+        unknown so far filled in, and times_seen + 1 for a crawl's sighting, else the larger
+        of the two (so importing the same dump twice changes nothing). ``also(conn)``, when
+        given, runs in the same transaction (the importer marks the keys delivered)."""
+        with self._conn.lock:
+            try:
+                new = self._merge(rec, crawl, also)
+            except Exception:
+                if self._conn.healthy() or self._conn.in_transaction:  # a batch fails whole
+                    raise
+                self._conn.reset()  # the server restarted or the connection dropped: once more
+                new = self._merge(rec, crawl, also)
+            if new:
+                self.stored += 1
+            else:
+                self.updated += 1
+            return new
+
+    def _merge(self, rec: dict, crawl: bool, also: Optional[Callable[[Connection], None]]) -> bool:
+        conn, d = self._conn, self._conn.dialect
+        with conn.transaction():
+            # Every key of a torrent shares its v1 hash (or, v2-only, its v2 hash).
+            d.lock_identity(conn, rec.get("info_hash_v1") or rec.get("info_hash_v2") or rec["info_hash"])
+            keys = keys_of(rec)
+            found = conn.one(f"SELECT torrent FROM hashes WHERE hash IN ({', '.join('?' * len(keys))}) LIMIT 1",
+                             keys)
+            if found is None:
+                key = self._insert(rec)
+            else:
+                key = int(found[0])
+                self._update(rec, key, crawl)
+            conn.executemany("INSERT INTO hashes(hash, torrent) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING",
+                             [(k, key) for k in keys])
+            if rec.get("scraped_at") is not None:  # a dump's swarm estimate: the newer one stays
+                at = d.time(rec["scraped_at"])
+                conn.execute("UPDATE torrents SET seeders = ?, leechers = ?, scraped_at = ? "
+                             "WHERE id = ? AND (scraped_at IS NULL OR scraped_at < ?)",
+                             (rec.get("seeders"), rec.get("leechers"), at, key, at))
+            if also is not None:
+                also(conn)
+        return found is None
+
+    def _insert(self, r: dict) -> int:
+        conn, d = self._conn, self._conn.dialect
+        tid = conn.insert(
+            "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
+            "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")), r.get("version"),
+             r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
+             r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
+             r.get("times_seen") or 1))
+        files = r["files"] if self.max_files is None else r["files"][:self.max_files]
+        conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
+                         [(tid, i, path, size) for i, (path, size) in enumerate(files)])
+        d.index_torrent(conn, tid, "\n".join([r["name"], *(path for path, _size in files)]))
+        return tid
+
+    def _update(self, rec: dict, key: int, crawl: bool) -> None:
+        conn, d = self._conn, self._conn.dialect
+        first, last = d.time(rec["first_seen"]), d.time(rec["last_seen"])
+        times = ("times_seen + 1", ()) if crawl else (d.greatest("times_seen", "?"), (rec.get("times_seen") or 1,))
+        conn.execute(
+            f"UPDATE torrents SET first_seen = {d.least('first_seen', '?')}, "
+            "peer = CASE WHEN ? >= last_seen THEN coalesce(?, peer) ELSE peer END, "
+            f"last_seen = {d.greatest('last_seen', '?')}, times_seen = {times[0]}, "
+            "info_hash_v1 = coalesce(info_hash_v1, ?), info_hash_v2 = coalesce(info_hash_v2, ?), "
+            "version = coalesce(version, ?), piece_length = coalesce(piece_length, ?), "
+            "private = coalesce(private, ?), metadata_size = coalesce(metadata_size, ?) WHERE id = ?",
+            (first, last, rec.get("peer"), last, *times[1], _unhex(rec.get("info_hash_v1")),
+             _unhex(rec.get("info_hash_v2")), rec.get("version"), rec.get("piece_length"), _bool(rec.get("private")),
+             rec.get("metadata_size"), key))
+
+    def count(self) -> int:
+        with self._conn.lock:
+            return int(self._conn.value("SELECT count(*) FROM torrents"))
+
+    def set_swarm(self, info_hash: str, seeders: Optional[int], leechers: Optional[int], at: int) -> None:
+        """Stores a scrape's estimate (None, None: nobody knew the swarm; only the time is
+        recorded, the last estimate stays) for the torrent any of whose keys is ``info_hash``."""
+        with self._conn.lock:
+            self._conn.execute(
+                "UPDATE torrents SET seeders = coalesce(?, seeders), leechers = coalesce(?, leechers), "
+                "scraped_at = ? WHERE id = (SELECT torrent FROM hashes WHERE hash = ?)",
+                (seeders, leechers, self._conn.dialect.time(at), key_of(info_hash)))
+
+    def swarms_due(self, limit: int, scraped_before: int) -> List[str]:
+        """Up to ``limit`` torrents (their keys, hex) whose swarm is due for a scrape: never
+        measured first, then measured before ``scraped_before``; the hottest (most often
+        seen), then the newest, first."""
+        with self._conn.lock:
+            return [bytes(h).hex() for (h,) in self._conn.execute(
+                "SELECT info_hash FROM torrents WHERE scraped_at IS NULL OR scraped_at < ? "
+                "ORDER BY scraped_at IS NOT NULL, times_seen DESC, last_seen DESC LIMIT ?",
+                (self._conn.dialect.time(scraped_before), int(limit)))]
+
+    def close(self) -> None:
+        with self._conn.lock:
+            self._conn.close()
+
+
+class SqliteSink(DatabaseSink):
+    """The sink on a SQLite file (WAL)."""
+
+    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, max_files: Optional[int] = None) -> None:
+        super().__init__(Database(os.fspath(path), busy_timeout_ms=busy_timeout_ms), max_files=max_files)
+        self.path = os.fspath(path)
+
+
+class PostgresSink(DatabaseSink):
+    """The sink on a fleet's PostgreSQL database (a ``postgresql://`` URI)."""
+
+    def __init__(self, conninfo: str, *, max_files: Optional[int] = None) -> None:
+        super().__init__(Database(conninfo, dialect=POSTGRESQL), max_files=max_files)
+
+
+# ---- JSON lines ---------------------------------------------------------------------------
+
+class JsonlSink:
+    """Writes each torrent's JSON form (with ``peer`` and ``discovered_at``) as one line,
+    flushed per line. ``"-"`` is standard output; a file is appended to, unbuffered, and a
+    line that could not be written whole (disk full) is cut off again, so the file never
+    holds a torn line of a torrent that was not stored."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._lock = threading.Lock()
+        self._owned: Optional[IO[bytes]] = None
+        self._stream: IO[str] = sys.stdout
+        if target != "-":
+            self._owned = open(target, "ab", buffering=0)
+        self.written = 0
+
+    def add(self, torrent: Torrent) -> None:
+        # The library's text is already one compact line; anything else is re-encoded.
+        line = torrent.json if torrent.json and "\n" not in torrent.json else _dumps(torrent)
+        with self._lock:
+            if self._owned is None:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            else:
+                self._append((line + "\n").encode("utf-8"))
+            self.written += 1
+
+    def _append(self, data: bytes) -> None:
+        assert self._owned is not None
+        fd = self._owned.fileno()
+        size = os.fstat(fd).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            try:
+                os.ftruncate(fd, size)  # the part written, if any, goes again
+            except OSError:
+                pass  # not a regular file
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._owned is not None:
+                if stat.S_ISREG(os.fstat(self._owned.fileno()).st_mode):
+                    os.fsync(self._owned.fileno())
+                self._owned.close()
+                self._owned = None
+            else:
+                self._stream.flush()
+
+
+def _dumps(torrent: Torrent) -> str:
+    import json
+
+    return json.dumps(torrent.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+def read_jsonl(path: str) -> List[dict]:
+    """Every complete line of a JSON-lines file (a torn last line is skipped)."""
+    import json
+
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.endswith("\n"):
+                out.append(json.loads(line))
+    return out
