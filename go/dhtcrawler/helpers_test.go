@@ -20,18 +20,16 @@ import (
 	"github.com/dhtcrawler/dhtcrawler/go/dhtcrawler"
 )
 
-// loopbackOptions never reaches the real DHT: no bootstrap, loopback only. The test clients
-// all query from 127.0.0.1, far faster than a real node, so the per-destination budget (2
-// datagrams/s to one IP) is lifted. Peer sessions are plaintext TCP, what the tests' peers
-// speak: the default (uTP first, MSE) would wait out a silent SYN before each fetch.
+// loopbackOptions never reaches the real DHT: no bootstrap, loopback only, the default
+// budgets. Peer sessions are plaintext TCP, what the tests' peers speak: the default (uTP
+// first, MSE) would wait out a silent SYN before each fetch.
 func loopbackOptions() map[string]any {
 	return map[string]any{
 		"port":                    0,
 		"bind_v4":                 "127.0.0.1",
 		"allow_private_addresses": true,
 		"crawl": map[string]any{
-			"bootstrap":  map[string]any{"sources": []string{}},
-			"rate_limit": map[string]any{"max_packets_per_destination_per_sec": 1e6, "destination_burst": 1e6},
+			"bootstrap": map[string]any{"sources": []string{}},
 		},
 		"metadata": map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000,
 			"transports": "tcp", "encryption": "prefer_plaintext"},
@@ -164,19 +162,39 @@ func unbencAt(d []byte, depth int) (any, []byte, error) {
 
 // ---- a DHT client on loopback ---------------------------------------------------------------
 
+// announcer is a DHT node on a loopback address of its own. Its announces each come from a
+// node of their own (another address), so tests that announce many hashes at once stay
+// within the crawler's default budgets per node and per IP, as the many nodes announcing on
+// the real DHT do.
 type announcer struct {
 	conn *net.UDPConn
 	seq  int
 }
 
+var loopbackHosts atomic.Uint32
+
+// nextLoopbackIP is 127.0.4.1, 127.0.4.2, ...: a host of its own for every test node.
+func nextLoopbackIP() net.IP {
+	n := loopbackHosts.Add(1) % (250 * 250)
+	return net.IPv4(127, 0, byte(4+n/250), byte(1+n%250))
+}
+
 func newAnnouncer(t *testing.T) *announcer {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	a, err := openAnnouncer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return &announcer{conn: conn}
+	t.Cleanup(func() { a.conn.Close() })
+	return a
+}
+
+func openAnnouncer() (*announcer, error) {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: nextLoopbackIP()})
+	if err != nil {
+		return nil, err
+	}
+	return &announcer{conn: conn}, nil
 }
 
 var clientID = strings.Repeat("\x42", 20)
@@ -224,8 +242,18 @@ func (a *announcer) ask(port int, method string, args map[string]any) (map[strin
 	return nil, fmt.Errorf("%s: no reply", method)
 }
 
-// announce tells the crawler that a peer on peerPort has infoHash (20 raw bytes).
+// announce tells the crawler, from a node of its own, that a peer on peerPort has infoHash
+// (20 raw bytes).
 func (a *announcer) announce(port int, infoHash string, peerPort int) error {
+	node, err := openAnnouncer()
+	if err != nil {
+		return err
+	}
+	defer node.conn.Close()
+	return node.announceFromHere(port, infoHash, peerPort)
+}
+
+func (a *announcer) announceFromHere(port int, infoHash string, peerPort int) error {
 	r, err := a.ask(port, "get_peers", map[string]any{"info_hash": infoHash})
 	if err != nil {
 		return err
