@@ -47,13 +47,15 @@ struct observation {
 
 /// The answer to a scrape request (BEP-33): the swarm's size estimated from the bloom
 /// filters of the nodes closest to the hash. `responders` 0: nobody knew the swarm (the
-/// estimates are then 0 and mean "unknown").
+/// estimates are then 0 and mean "unknown"). Every request is answered, at the latest after
+/// crawl.scrape.timeout_secs (`timed_out`).
 struct scrape_event {
     id20 info_hash;
     std::uint64_t seeders = 0;
     std::uint64_t leechers = 0;
     std::uint32_t responders = 0; ///< nodes whose reply described the swarm
     std::uint32_t queried = 0;    ///< get_peers (scrape=1) queries sent
+    bool timed_out = false;       ///< the deadline ended it: no node to ask, or answers missing
     std::chrono::system_clock::time_point at{}; ///< when the scrape ended
 };
 

@@ -209,6 +209,8 @@ const field fields[] = {
     {"crawl.bep51.answer_interval_secs",
      uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.answer_interval_secs; }}, 0, bep51_interval_max},
 
+    {"crawl.scrape.timeout_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.scrape.timeout_secs; }}, 1},
+
     {"retry.store.kind", special::store_kind},
     {"retry.store.path", special::store_path},
     {"retry.store.conninfo", special::store_conninfo},

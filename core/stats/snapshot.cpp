@@ -362,6 +362,8 @@ constexpr field<cs> crawl_fields[] = {
     {"scrapes_started", &cs::scrapes_started, C, "dhtc_crawl_scrapes_started_total", {}, "Scrapes started."},
     {"scrapes_completed", &cs::scrapes_completed, C, "dhtc_crawl_scrapes_completed_total", {},
      "Scrapes ended (each answered with a scrape event)."},
+    {"scrapes_timed_out", &cs::scrapes_timed_out, C, "dhtc_crawl_scrapes_timed_out_total", {},
+     "Scrapes ended by crawl.scrape.timeout_secs: no node to ask, or answers missing (also in completed)."},
     {"scrapes_dropped", &cs::scrapes_dropped, C, "dhtc_crawl_scrapes_dropped_total", {},
      "Scrape requests refused because the scrape queue was full."},
     {"bootstrap_rounds", &cs::bootstrap_rounds, C, "dhtc_crawl_bootstrap_rounds_total", {}, "Bootstrap rounds run."},

@@ -130,7 +130,8 @@ const char* const custom_document = R"({
                   "snapshot_refresh_millis": 16},
     "bep51": {"enabled": false, "max_sample_rate_per_sec": 0, "min_interval_secs": 17,
               "max_lookup_rate_per_sec": 0.5, "max_concurrent_lookups": 18, "lookup_queue_capacity": 19,
-              "queries_per_lookup": 20, "store_capacity": 21, "answer_interval_secs": 21600}
+              "queries_per_lookup": 20, "store_capacity": 21, "answer_interval_secs": 21600},
+    "scrape": {"timeout_secs": 7}
   }
 })";
 
@@ -205,6 +206,7 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK_FALSE(o.dht.seed.has_value());
     CHECK_FALSE(o.metadata.bind_v4.has_value());
     CHECK(o.observation_queue_capacity == 4096);
+    CHECK(c.scrape.timeout_secs == 30);
 }
 
 TEST_CASE("the default document: every key, pretty, and the same as the struct defaults") {
@@ -218,7 +220,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 102);
+    CHECK(default_leaves().size() == 103);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
@@ -242,6 +244,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(o.metadata.hash_queue_capacity == 1234);
     CHECK(o.dht.crawl.allow_private_addresses);
     CHECK(o.observation_queue_capacity == 77);
+    CHECK(o.dht.crawl.scrape.timeout_secs == 7);
     CHECK(o.retry.kind == dhtc::retry::store_kind::sqlite);
     CHECK(o.retry.path == "/var/lib/dhtc/state.sqlite");
     CHECK(o.retry.conninfo == "postgresql://crawler@127.0.0.1/dhtc");
@@ -609,6 +612,7 @@ TEST_CASE("capacities, in-flight limits, counts and timeouts are raised to at le
         "crawl.bep51.lookup_queue_capacity",
         "crawl.bep51.queries_per_lookup",
         "crawl.bep51.store_capacity",
+        "crawl.scrape.timeout_secs",
         "crawl.rate_limit.burst", // a bucket below one token never grants
     };
     for (const std::string key : keys) {

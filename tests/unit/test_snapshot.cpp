@@ -140,7 +140,8 @@ const std::vector<std::string> crawl_keys = {
     "reply_own_id", "timeouts", "send_failed", "rate_limited_turns", "refused_new_destination", "refused_subnet",
     "refused_in_flight", "refused_policy", "skipped_recent", "skipped_zero_id", "pool_accepted", "pool_replaced",
     "pool_duplicate", "pool_bogon", "pool_over_budget", "pool_family_full", "samples_received",
-    "sample_schedule_dropped", "samples_remembered", "sample_skipped_remembered", "lookups_started", "lookups_dropped", "lookup_peers", "bootstrap_rounds",
+    "sample_schedule_dropped", "samples_remembered", "sample_skipped_remembered", "lookups_started", "lookups_dropped", "lookup_peers",
+    "scrapes_completed", "scrapes_timed_out", "bootstrap_rounds",
     "discoveries_dropped", "replies_dropped", "query_rate_millis"};
 
 const std::vector<std::string> metadata_keys = {
