@@ -101,6 +101,8 @@ const field fields[] = {
      size_ref{[](O& o) -> auto& { return o.metadata.peer_failure_cache_capacity; }}, 0, table_max},
     {"metadata.peer_failure_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.peer_failure_ttl_secs; }}, 0,
      failure_ttl_max},
+    {"metadata.refusal_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.refusal_ttl_secs; }}, 0,
+     failure_ttl_max},
     {"metadata.max_metadata_size", size_ref{[](O& o) -> auto& { return o.metadata.max_metadata_size; }}, 1,
      metadata_size_max},
     {"metadata.max_in_flight_bytes", size_ref{[](O& o) -> auto& { return o.metadata.max_in_flight_bytes; }},

@@ -36,12 +36,6 @@ constexpr std::size_t max_job_peers = 8; ///< peers remembered per job (merges i
 
 void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
 
-// Timeouts and refused connections are what the failure cache is for (seed: only these).
-bool cacheable(failure_class c) noexcept {
-    return c == failure_class::connect_refused || c == failure_class::connect_timeout || c == failure_class::timeout ||
-           c == failure_class::utp_timeout;
-}
-
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
 // arrays (id20) inside a coroutine body ("array used as initializer").
 completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
@@ -117,8 +111,8 @@ struct pipeline::impl {
           budget(opt.max_in_flight_bytes, &o.counters_.memory_held, &o.counters_.memory_refused,
                  &o.counters_.memory_refused_bytes),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
-          failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
-                                              std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
+          failures(peer_failures_options{opt.peer_failure_cache_capacity, std::chrono::seconds(opt.peer_failure_ttl_secs),
+                                         std::chrono::seconds(opt.refusal_ttl_secs), 0}),
           delivered(delivered_filter_options{opt.delivered_filter_capacity,
                                              std::chrono::seconds(opt.delivered_filter_period_secs), 0}),
           rng(std::random_device{}()) {
@@ -139,7 +133,7 @@ struct pipeline::impl {
     asio::steady_timer drain_timer{io};
     std::shared_ptr<utp_host> utp; ///< the uTP sockets, opened on first use (metadata.transports)
     pending_queue pending;
-    peer_failure_cache failures;
+    peer_failures failures; ///< which classes it holds, and how long: peer_failure_cache.hpp
     delivered_filter delivered;
     std::unordered_map<id20, std::shared_ptr<job>, id20_hash> jobs; ///< rounds in flight
     /// Torrents with the application, under each of their keys, until it answered.
@@ -473,7 +467,8 @@ std::vector<endpoint> pipeline::impl::pick_peers(job& j, std::size_t max) {
     for (std::size_t i = 0; i < j.peers.size() && out.size() < max; ++i) {
         if (j.tried[i]) continue;
         j.tried[i] = true;
-        // A peer that timed out or refused us recently is skipped: no packet, no attempt.
+        // A peer that timed out, refused the connection or refused us recently is skipped:
+        // no packet, no attempt.
         if (failures.contains(j.peers[i], now)) {
             bump(owner.counters_.failure_cache_hits);
             continue;
@@ -606,13 +601,14 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             const auto cls = results[i].failure;
             if (cls == failure_class::none || cls == failure_class::cancelled) continue;
             if (j->crowded[i] && (cls == failure_class::handshake_failed || cls == failure_class::disconnected)) {
-                // Refused while another round of ours had it open: not the peer's fault. It is
-                // asked again once that session ends (and that round may deliver this torrent).
+                // Refused while another round of ours had it open: not the peer's fault, so
+                // not remembered against it either. It is asked again once that session ends
+                // (and that round may deliver this torrent).
                 crowded.push_back(peers[i]);
                 continue;
             }
             bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
-            if (cacheable(cls)) failures.insert(peers[i], clock.now());
+            failures.record(peers[i], cls, clock.now());
             result.failure = cls;
         }
         if (!pieces.complete()) {

@@ -105,7 +105,7 @@ const char* const custom_document = R"({
   },
   "metadata": {
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
-    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
+    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "refusal_ttl_secs": 900, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
     "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false, "encryption": "prefer_encrypted",
     "transports": "both", "delivered_filter": {"capacity": 7, "period_secs": 3600}
   },
@@ -154,6 +154,7 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK(o.metadata.max_worker_count == 256);
     CHECK(o.metadata.peer_failure_cache_capacity == 200000);
     CHECK(o.metadata.peer_failure_ttl_secs == 60);
+    CHECK(o.metadata.refusal_ttl_secs == 600);
     CHECK(o.metadata.max_metadata_size == 10 * 1024 * 1024); // the seed's 10 MiB payload cap
     // crawl.rate_limit.
     const auto& rl = o.dht.crawl.rate_limit;
@@ -220,7 +221,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 103);
+    CHECK(default_leaves().size() == 104);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
@@ -274,6 +275,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(m.max_worker_count == 32);
     CHECK(m.peer_failure_cache_capacity == 0);
     CHECK(m.peer_failure_ttl_secs == 120);
+    CHECK(m.refusal_ttl_secs == 900);
     CHECK(m.max_metadata_size == 4194304);
     CHECK(m.max_in_flight_bytes == 1048576);
     CHECK(m.max_attempts == 5);
@@ -631,6 +633,7 @@ TEST_CASE("capacities, in-flight limits, counts and timeouts are raised to at le
         "port",
         "metadata.peer_failure_cache_capacity",
         "metadata.peer_failure_ttl_secs",
+        "metadata.refusal_ttl_secs",
         "metadata.delivered_filter.capacity",
         "metadata.delivered_filter.period_secs",
         "crawl.rate_limit.max_find_node_rate_per_sec",
@@ -673,6 +676,7 @@ TEST_CASE("percentages, component ceilings and rates are lowered, and reported")
         {"metadata.peer_failure_cache_capacity", std::uint64_t{1} << 24, (1u << 24) - 2},
         {"metadata.delivered_filter.capacity", 20'000'000, (1u << 24) - 2},
         {"metadata.peer_failure_ttl_secs", 86401, 86400},
+        {"metadata.refusal_ttl_secs", 86401, 86400},
         {"metadata.max_metadata_size", std::uint64_t{1} << 30, 256u * 1024 * 1024},
         {"metadata.max_worker_count", 1'000'000, 65535},
         {"crawl.pool.capacity", 20'000'000, (1u << 24) - 2},

@@ -303,6 +303,93 @@ TEST_CASE("the peer failure cache: a refused peer is not tried again, and that i
     CHECK(r.pipe.counters().failure_cache_hits.load() == 1);
 }
 
+id20 numbered_hash(std::uint8_t n) {
+    id20 h;
+    h.bytes.fill(0xd0);
+    h.bytes[19] = n;
+    return h;
+}
+
+TEST_CASE("a peer that refused us is skipped for metadata.refusal_ttl_secs, longer than an unreachable one") {
+    test::peer_script refusing;
+    refusing.mode = test::peer_mode::short_handshake; // handshake_failed, as a PE-forcing peer under tcp
+    test::fake_peer peer(fixture("v1_single"), refusing);
+    auto o = rig::options(); // peer_failure_ttl_secs 60, refusal_ttl_secs 600
+    o.encryption = metadata::encryption_policy::disable; // one connection per attempt, no MSE fallback
+    rig r(o);
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    // Re-announces of other torrents at that endpoint: skipped, past the unreachable TTL too.
+    r.offer(numbered_hash(1), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.clock.advance(61s);
+    r.offer(numbered_hash(2), peer.local_endpoint());
+    REQUIRE(r.wait_completions(3));
+    CHECK(peer.conversations().size() == 1);
+    // Once the refusal TTL has passed it is asked again.
+    r.clock.advance(540s);
+    r.offer(numbered_hash(3), peer.local_endpoint());
+    REQUIRE(r.wait_completions(4));
+    r.stop();
+    CHECK(peer.conversations().size() == 2);
+    const auto& c = r.a.completions;
+    CHECK(c[0].failure == api::failure_class::handshake_failed);
+    CHECK(c[0].attempts == 1);
+    for (std::size_t i : {1, 2}) {
+        CHECK(c[i].failure == api::failure_class::no_peers);
+        CHECK(c[i].attempts == 0);
+    }
+    CHECK(c[3].failure == api::failure_class::handshake_failed);
+    CHECK(c[3].attempts == 1);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 2);
+}
+
+TEST_CASE("metadata.refusal_ttl_secs 0: a peer that refused us is asked again at its next announce") {
+    test::peer_script refusing;
+    refusing.mode = test::peer_mode::short_handshake;
+    test::fake_peer peer(fixture("v1_single"), refusing);
+    auto o = rig::options();
+    o.encryption = metadata::encryption_policy::disable;
+    o.refusal_ttl_secs = 0;
+    rig r(o);
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.offer(numbered_hash(1), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    CHECK(peer.conversations().size() == 2);
+    CHECK(r.a.completions[1].failure == api::failure_class::handshake_failed);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 0);
+}
+
+// A peer may refuse a second connection from us while it serves one (libtorrent sees every
+// uTP connection of ours come from one port). That refusal is not the peer's: the round asks
+// again once the other session ended, and nothing is remembered against the peer.
+TEST_CASE("a peer that refused us while another round of ours had it open is asked again, not remembered") {
+    test::peer_script busy;
+    busy.refuse_while_busy = true;
+    busy.delay = 100ms; // the first round's session stays open a while
+    busy.also_serves.push_back(fixture("v1_multi"));
+    test::fake_peer peer(fixture("v1_single"), busy);
+    const id20 second = metadata::sha1_id(busy.also_serves[0]);
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (peer.conversations().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    r.offer(second, peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    for (const auto& c : r.a.completions) {
+        CAPTURE(c.info_hash.hex());
+        CHECK(c.result == api::outcome::accepted);
+    }
+    CHECK(r.a.torrents.size() == 2);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 0);
+    CHECK(peer.conversations().size() >= 3); // served, refused while busy, asked again and served
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(api::failure_class::handshake_failed)].load() ==
+          0);
+}
+
 TEST_CASE("several peers share the pieces of a multi-piece dict") {
     const std::string dict = big_dict(3000); // ~4 metadata pieces
     test::fake_peer p1(dict), p2(dict);
