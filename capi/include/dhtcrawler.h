@@ -247,8 +247,10 @@ DHTC_API int dhtc_crawler_set_completion_callback(dhtc_crawler *c, dhtc_event_fn
 DHTC_API int dhtc_crawler_set_retry_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 /** @brief Runtime errors ({"type":"error","message":...}), including callbacks that threw. */
 DHTC_API int dhtc_crawler_set_error_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
-/** @brief Hashes seen without a peer ({"type":"observation",...}); dropped and counted when
- *  the application falls behind. */
+/** @brief Hashes the DHT side saw ({"type":"observation","kind":...,"source":"ip:port",
+ *  "port":N|null,"at":UNIX_SECONDS}): looked up (get_peers), sampled (bep51_sample) or
+ *  announced (announce, with the announced port; at most announce_observations_per_sec);
+ *  dropped and counted when the application falls behind. */
 DHTC_API int dhtc_crawler_set_observation_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 /** @brief Answers to dhtc_crawler_request_scrape() ({"type":"scrape","info_hash":...,"seeders":N,
  *  "leechers":N,"responders":N,"queried":N,"timed_out":BOOL,"at":UNIX_SECONDS}); dropped and

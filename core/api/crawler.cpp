@@ -48,9 +48,12 @@ void crawler::sink::on_hash(const hash_event& e) {
 }
 
 void crawler::sink::on_observation(const observation& o) {
-    // A hash someone looks up or samples may be a dormant one of ours: wake it sooner.
-    if (store) store->post_observation(o.info_hash, std::nullopt);
-    out->post_observation(o);
+    // A hash someone looks up or samples may be a dormant one of ours: wake it sooner (an
+    // announce does that through its hash event's claim).
+    if (store && o.kind != hash_source::announce) store->post_observation(o.info_hash, std::nullopt);
+    observation stamped = o;
+    stamped.seen_at = std::chrono::system_clock::now();
+    out->post_observation(stamped);
 }
 
 void crawler::sink::on_scrape(const scrape_event& e) {

@@ -58,6 +58,8 @@ std::string observation_json(const observation& o) {
     j["info_hash"] = o.info_hash.hex();
     j["source"] = o.source.to_string();
     j["kind"] = to_string(o.kind);
+    j["port"] = or_null(o.kind == hash_source::announce, o.port);
+    j["at"] = unix_seconds(o.seen_at);
     return dump(j);
 }
 

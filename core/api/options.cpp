@@ -92,6 +92,8 @@ const field fields[] = {
     {"allow_private_addresses", bool_ref{[](O& o) -> auto& { return o.dht.crawl.allow_private_addresses; }}},
     {"observation_queue_capacity", size_ref{[](O& o) -> auto& { return o.observation_queue_capacity; }}, 1,
      queue_max},
+    {"announce_observations_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.announce_observations_per_sec; }}, 0, rate_max},
 
     {"metadata.timeout_secs", uint_ref{[](O& o) -> auto& { return o.metadata.timeout_secs; }}, 1},
     {"metadata.max_queue_size", size_ref{[](O& o) -> auto& { return o.metadata.max_queue_size; }}, 1, table_max},

@@ -112,6 +112,10 @@ struct crawl_options {
     scrape_options scrape;
     /// Admit private and loopback ranges (labs and tests); off for the real DHT.
     bool allow_private_addresses = false;
+    /// Announces reported to the application as observations (kind announce), per second
+    /// (burst: one second's worth); the rest are counted and not reported. 0: none. Every
+    /// announce still reaches the metadata side.
+    double announce_observations_per_sec = 100;
     /// Where the routing state is kept across restarts when there is no retry store (with
     /// one, it lives there). Empty: not kept.
     std::string state_file;

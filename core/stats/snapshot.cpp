@@ -549,6 +549,9 @@ void walk(const api::crawler& c, collector& out) {
     out.counter({"dht", "announces_refused_by_policy"}, "dhtc_dht_announces_refused_by_policy_total", {},
                 "Announces dropped because the announced peer failed the address policy.",
                 svc.announces_refused_by_policy());
+    out.counter({"dht", "announce_observations_dropped"}, "dhtc_dht_announce_observations_dropped_total", {},
+                "Announces not reported as observations: over announce_observations_per_sec.",
+                svc.announce_observations_dropped());
 
     // Crawl actor.
     const auto& cst = svc.crawl_stats();
@@ -669,6 +672,7 @@ void walk(const api::crawler& c, collector& out) {
         {"reply_queue", load(nc.reply_queue_dropped)},
         {"discovery_queue", load(cst.discoveries_dropped)},
         {"observations", load(dlc.observations_dropped)},
+        {"announce_observations", svc.announce_observations_dropped()},
         {"errors", load(dlc.errors_dropped)},
         {"sample_schedule", load(cst.sample_schedule_dropped)},
         {"lookups", load(cst.lookups_dropped)},

@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sqlite3.h>
 #include <sstream>
 #include <string>
@@ -268,6 +270,65 @@ TEST_CASE("shutdown from inside a callback ends run(); destroy there is refused"
     CHECK(x.torrents == 1);
     CHECK(x.destroy_status == DHTC_ERR_STATE);
     CHECK(dhtc_crawler_destroy(x.c) == DHTC_OK);
+}
+
+// Every event of one callback type, as parsed JSON; the wait is bounded.
+struct event_log {
+    std::mutex m;
+    std::vector<nlohmann::json> events;
+    static void keep(const char* json, void* u) {
+        auto* log = static_cast<event_log*>(u);
+        std::lock_guard l(log->m);
+        log->events.push_back(nlohmann::json::parse(json));
+    }
+    template <class Pred>
+    std::optional<nlohmann::json> wait_for(Pred match, std::chrono::seconds limit = 20s) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < until) {
+            {
+                std::lock_guard l(m);
+                for (const auto& e : events)
+                    if (match(e)) return e;
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        return std::nullopt;
+    }
+};
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+TEST_CASE("an announce reaches the observation callback with the announcing node, its port and the time") {
+    event_log log;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_set_observation_callback(c, &event_log::keep, &log) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    const auto before = unix_now();
+    announcer a;
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    REQUIRE(getsockname(a.fd, reinterpret_cast<sockaddr*>(&local), &len) == 0);
+    dhtc::id20 hash;
+    hash.bytes.fill(0x5c);
+    a.announce(udp_port_of(c), hash, 51413);
+    const auto seen = log.wait_for([](const nlohmann::json& e) { return e.at("kind") == "announce"; });
+    const auto after = unix_now();
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    REQUIRE(seen);
+    const auto& e = *seen;
+    CHECK(e.at("type") == "observation");
+    CHECK(e.at("info_hash") == hash.hex());
+    CHECK(e.at("source") == "127.0.0.1:" + std::to_string(ntohs(local.sin_port)));
+    CHECK(e.at("port") == 51413);
+    CHECK(e.at("at").get<std::int64_t>() >= before);
+    CHECK(e.at("at").get<std::int64_t>() <= after);
+    // The lookup before it is an observation too, without a port.
+    const auto lookup = log.wait_for([](const nlohmann::json& o) { return o.at("kind") == "get_peers"; }, 1s);
+    REQUIRE(lookup);
+    CHECK(lookup->at("port").is_null());
 }
 
 // A host whose first store fails: the first torrent is answered RETRY, every later one

@@ -91,6 +91,7 @@ const char* const custom_document = R"({
   "hash_queue_capacity": 1234,
   "allow_private_addresses": true,
   "observation_queue_capacity": 77,
+  "announce_observations_per_sec": 12.5,
   "retry": {
     "store": {"kind": "sqlite", "path": "/var/lib/dhtc/state.sqlite", "conninfo": "postgresql://crawler@127.0.0.1/dhtc"},
     "owner_id": "crawler-a", "budget_share": 0.5, "lease_secs": 120, "batch": 32, "queue_capacity": 999,
@@ -207,6 +208,7 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK_FALSE(o.dht.seed.has_value());
     CHECK_FALSE(o.metadata.bind_v4.has_value());
     CHECK(o.observation_queue_capacity == 4096);
+    CHECK(c.announce_observations_per_sec == 100);
     CHECK(c.scrape.timeout_secs == 30);
 }
 
@@ -221,7 +223,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 104);
+    CHECK(default_leaves().size() == 105);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
@@ -245,6 +247,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(o.metadata.hash_queue_capacity == 1234);
     CHECK(o.dht.crawl.allow_private_addresses);
     CHECK(o.observation_queue_capacity == 77);
+    CHECK(o.dht.crawl.announce_observations_per_sec == 12.5);
     CHECK(o.dht.crawl.scrape.timeout_secs == 7);
     CHECK(o.retry.kind == dhtc::retry::store_kind::sqlite);
     CHECK(o.retry.path == "/var/lib/dhtc/state.sqlite");
@@ -653,6 +656,7 @@ TEST_CASE("capacities, in-flight limits, counts and timeouts are raised to at le
         "crawl.bep51.min_interval_secs",
         "crawl.bep51.max_lookup_rate_per_sec",
         "crawl.bep51.answer_interval_secs",
+        "announce_observations_per_sec",
     };
     for (const std::string key : zero_ok) {
         CAPTURE(key);
