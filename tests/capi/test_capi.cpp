@@ -331,6 +331,28 @@ TEST_CASE("an announce reaches the observation callback with the announcing node
     CHECK(lookup->at("port").is_null());
 }
 
+TEST_CASE("a scrape the crawler has no node for ends after crawl.scrape.timeout_secs with zero responders") {
+    auto options = nlohmann::json::parse(loopback_options);
+    options["crawl"]["scrape"]["timeout_secs"] = 1;
+    event_log log;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(options.dump().c_str(), &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_set_scrape_callback(c, &event_log::keep, &log) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    unsigned char hash[20];
+    std::memset(hash, 0x7a, sizeof hash);
+    REQUIRE(dhtc_crawler_request_scrape(c, hash) == DHTC_OK); // no bootstrap source: no node, ever
+    const auto ended = log.wait_for([](const nlohmann::json&) { return true; });
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    REQUIRE(ended);
+    CHECK(ended->at("info_hash") == "7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a");
+    CHECK(ended->at("timed_out") == true);
+    CHECK(ended->at("responders") == 0);
+    CHECK(ended->at("queried") == 0);
+    CHECK(ended->at("seeders") == 0);
+    CHECK(ended->at("leechers") == 0);
+}
+
 // A host whose first store fails: the first torrent is answered RETRY, every later one
 // ACCEPT. It records outcomes, retry states and error messages.
 struct retrying_host {
