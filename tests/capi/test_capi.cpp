@@ -353,6 +353,40 @@ TEST_CASE("a scrape the crawler has no node for ends after crawl.scrape.timeout_
     CHECK(ended->at("leechers") == 0);
 }
 
+// A torrent callback running at shutdown is waited for, by destroy as before, and now by the
+// pipeline too: its answer settles the round. destroy_timeout still gives up on it in time.
+TEST_CASE("a torrent callback running at shutdown settles its round; destroy_timeout gives up on it meanwhile") {
+    dhtc::test::fake_peer peer(fixture("v1_single"));
+    struct host {
+        std::atomic<bool> entered{false}, release{false};
+        event_log completions;
+    } h;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    dhtc_crawler_set_torrent_ack_callback(
+        c,
+        [](const char*, const unsigned char*, size_t, void* u) {
+            auto* x = static_cast<host*>(u);
+            x->entered = true;
+            for (int i = 0; i < 1000 && !x->release; ++i) std::this_thread::sleep_for(10ms); // bounded
+            return int{DHTC_ANSWER_ACCEPT};
+        },
+        &h);
+    dhtc_crawler_set_completion_callback(c, &event_log::keep, &h.completions);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    announcer a;
+    a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
+    for (int i = 0; i < 1000 && !h.entered; ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(h.entered);
+    CHECK(dhtc_crawler_shutdown(c) == DHTC_OK);
+    CHECK(dhtc_crawler_destroy_timeout(c, 200) == DHTC_ERR_TIMEOUT); // the callback still runs
+    h.release = true;
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    std::lock_guard l(h.completions.m);
+    REQUIRE(h.completions.events.size() == 1);
+    CHECK(h.completions.events[0].at("outcome") == "accepted");
+}
+
 // A host whose first store fails: the first torrent is answered RETRY, every later one
 // ACCEPT. It records outcomes, retry states and error messages.
 struct retrying_host {

@@ -11,6 +11,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "api/delivery.hpp"
 #include "metadata/hashing.hpp"
 #include "metadata/pipeline.hpp"
@@ -54,6 +56,7 @@ struct app {
     int retry_first = 0;                  ///< this many torrents are answered retry (a sink failed)
     std::chrono::milliseconds torrent_delay{0};
     std::function<void()> in_gate; ///< runs inside the gate callback, before it answers
+    std::function<void()> in_torrent; ///< runs inside the torrent callback, before it answers
 
 
     api::event_handlers callbacks(bool with_torrent = true) {
@@ -67,6 +70,7 @@ struct app {
         if (with_torrent)
             cb.torrent = [this](const api::delivery& d) {
                 std::this_thread::sleep_for(torrent_delay);
+                if (in_torrent) in_torrent();
                 std::lock_guard l(m);
                 if (throw_in_torrent) throw std::runtime_error("boom");
                 torrents.push_back(d);
@@ -567,6 +571,84 @@ TEST_CASE("a torrent fetched while the application is closing is not offered, an
     CHECK(r.a.torrents.empty());
     REQUIRE(r.a.completions.size() == 1);
     CHECK(r.a.completions[0].result == api::outcome::cancelled);
+}
+
+// Waits (bounded) until `flag` is set.
+bool wait_flag(const std::atomic<bool>& flag, std::chrono::seconds limit = 10s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!flag && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    return flag;
+}
+
+// A torrent the application has when the pipeline stops is answered still: push mode waits
+// for the running callback (destroy waits for it anyway), and the round settles as it
+// answered. Before, the round got no completion, and a retry store's lease expired instead.
+TEST_CASE("a torrent whose callback runs when the pipeline stops: the stop waits, and the round settles as answered") {
+    test::fake_peer peer(fixture("v1_single"));
+    rig r;
+    std::atomic<bool> entered{false}, release{false}, stopped{false};
+    r.a.in_torrent = [&] {
+        entered = true;
+        wait_flag(release); // bounded
+    };
+    SUBCASE("accepted") {}
+    SUBCASE("rejected") { r.a.accept = false; }
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(wait_flag(entered));
+    std::thread stopper([&] {
+        r.pipe.stop();
+        stopped = true;
+    });
+    std::this_thread::sleep_for(50ms); // the stop is under way: it has nothing else to wait for
+    const bool stopped_before_answer = stopped;
+    release = true;
+    stopper.join();
+    r.stop();
+    CHECK_FALSE(stopped_before_answer);
+    REQUIRE(r.a.torrents.size() == 1);
+    REQUIRE(r.a.completions.size() == 1);
+    CHECK(r.a.completions[0].result == (r.a.accept ? api::outcome::accepted : api::outcome::delivery_rejected));
+}
+
+// The same when the host polls: the answer to a torrent it took before shutdown is awaited
+// for metadata.gate_timeout_millis (the answer table's time); one that does not come ends
+// the round cancelled (shut down while in flight), not sink_failed.
+TEST_CASE("polling: a torrent taken before shutdown settles with the answer that comes, or cancelled without one") {
+    test::fake_peer peer(fixture("v1_single"));
+    manual_clock clock;
+    api::event_delivery delivery{api::delivery_options{1024, 1024, 300ms}};
+    delivery.configure({}, true);
+    delivery.start();
+    metadata::pipeline pipe(rig::options(), delivery, clock);
+    pipe.start();
+    REQUIRE(pipe.ingress().try_push(api::hash_event{peer.info_hash(), peer.local_endpoint(), peer.local_endpoint(),
+                                                    api::hash_source::announce, clock.now()}));
+    const auto type_of = [](const api::polled_event& e) { return nlohmann::json::parse(e.json).at("type").get<std::string>(); };
+    std::optional<std::uint64_t> torrent_id;
+    api::polled_event e;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!torrent_id && std::chrono::steady_clock::now() < until) {
+        if (delivery.poll(100ms, e) != api::event_delivery::poll_status::event) continue;
+        const auto doc = nlohmann::json::parse(e.json);
+        if (type_of(e) == "gate") delivery.answer_event(doc.at("id"), 1);
+        if (type_of(e) == "torrent") torrent_id = doc.at("id").get<std::uint64_t>();
+    }
+    REQUIRE(torrent_id);
+    delivery.close_input(); // as the crawler does first
+    std::thread stopper([&] { pipe.stop(); });
+    std::string expected = "cancelled";
+    SUBCASE("answered after shutdown began") {
+        CHECK(delivery.answer_event(*torrent_id, static_cast<int>(api::answer::accept)));
+        expected = "accepted";
+    }
+    SUBCASE("never answered") {}
+    stopper.join();
+    delivery.finish();
+    std::vector<std::string> outcomes;
+    while (delivery.poll(2s, e) == api::event_delivery::poll_status::event)
+        if (type_of(e) == "completion") outcomes.push_back(nlohmann::json::parse(e.json).at("outcome"));
+    delivery.join(std::nullopt);
+    CHECK(outcomes == std::vector<std::string>{expected});
 }
 
 TEST_CASE("shutdown while fetching: every gated round completes exactly once, as cancelled") {
