@@ -637,8 +637,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
                 co_await await_uncrowded(j, crowded);
                 if (stopping) co_return;
                 std::vector<id20> own_key(1, j->key);
-                if (co_await ended_as_sibling(j, std::move(own_key), std::nullopt, std::nullopt, std::nullopt))
+                if (co_await ended_as_sibling(j, std::move(own_key), std::nullopt, std::nullopt, std::nullopt)) {
+                    jobs.erase(j->key); // over: a later announce of its key starts a new round
                     co_return;
+                }
                 for (const auto& p : crowded) j->untry(p);
             }
             continue;

@@ -394,6 +394,31 @@ TEST_CASE("a peer that refused us while another round of ours had it open is ask
           0);
 }
 
+// A hybrid's second round, refused while the first had the peer open, ends as the first's
+// delivery did. It must leave the rounds in flight then: a later announce of its key starts a
+// new round instead of joining the one that ended.
+TEST_CASE("a round that ended as its sibling's delivery leaves no trace: its key is fetched again later") {
+    test::peer_script busy;
+    busy.refuse_while_busy = true;
+    busy.delay = 100ms;
+    test::fake_peer peer(fixture("hybrid_multi"), busy);
+    rig r;
+    r.a.retry_first = 1;        // the first delivery could not be stored: both keys end sink_failed
+    r.a.torrent_delay = 300ms;  // the second round waits for that answer
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (peer.conversations().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    r.offer(peer.v2_key(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.offer(peer.v2_key(), peer.local_endpoint()); // announced again
+    REQUIRE(r.wait_completions(3));
+    r.stop();
+    CHECK(r.a.completions[0].result == api::outcome::sink_failed);
+    CHECK(r.a.completions[1].result == api::outcome::sink_failed);
+    CHECK(r.a.completions[2].result == api::outcome::accepted);
+    CHECK(r.a.torrents.size() == 2);
+}
+
 TEST_CASE("several peers share the pieces of a multi-piece dict") {
     const std::string dict = big_dict(3000); // ~4 metadata pieces
     test::fake_peer p1(dict), p2(dict);
