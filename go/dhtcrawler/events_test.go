@@ -127,19 +127,12 @@ func TestRetryStoreEventsArriveByType(t *testing.T) {
 // that announced, the port it named and when.
 func TestAnnounceObservation(t *testing.T) {
 	observations := make(chan dhtcrawler.Observation, 64)
-	c, err := dhtcrawler.New(loopbackOptions(), dhtcrawler.WithObservations(func(o dhtcrawler.Observation) {
+	c := running(t, loopbackOptions(), dhtcrawler.WithObservations(func(o dhtcrawler.Observation) {
 		select {
 		case observations <- o:
 		default:
 		}
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = c.Run(ctx) }()
 	node := newAnnouncer(t)
 	hash := hashOf(int(hashBase.Add(1)))
 	before := time.Now().Truncate(time.Second)

@@ -6,6 +6,7 @@ package dhtcrawler_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -34,6 +35,22 @@ func loopbackOptions() map[string]any {
 		"metadata": map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000,
 			"transports": "tcp", "encryption": "prefer_plaintext"},
 	}
+}
+
+// running creates a crawler and runs it until the test ends.
+func running(t *testing.T, options map[string]any, settings ...dhtcrawler.Setting) *dhtcrawler.Crawler {
+	t.Helper()
+	c, err := dhtcrawler.New(options, settings...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		c.Close()
+	})
+	return c
 }
 
 func udpPort(t *testing.T, c *dhtcrawler.Crawler) int {

@@ -7,7 +7,6 @@ package dhtcrawler_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,14 +48,7 @@ func TestScrapeWithNoNodeToAskTimesOut(t *testing.T) {
 	options := loopbackOptions()
 	options["crawl"].(map[string]any)["scrape"] = map[string]any{"timeout_secs": 1}
 	scrapes := make(chan dhtcrawler.Scrape, 4)
-	c, err := dhtcrawler.New(options, dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = c.Run(ctx) }()
+	c := running(t, options, dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
 	hash := fmt.Sprintf("%040x", 0x5c)
 	if err := c.RequestScrape(hash); err != nil {
 		t.Fatal(err)
@@ -77,14 +69,7 @@ func TestScrapeOfALibtorrentSwarm(t *testing.T) {
 		t.Skip("/usr/bin/python3 with python3-libtorrent is not installed")
 	}
 	scrapes := make(chan dhtcrawler.Scrape, 64)
-	c, err := dhtcrawler.New(loopbackOptions(), dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = c.Run(ctx) }()
+	c := running(t, loopbackOptions(), dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
 	script, _ := filepath.Abs("../../tests/lt/lt_scrape_swarm.py")
 	cmd := exec.Command("/usr/bin/python3", script, "--bootstrap", fmt.Sprintf("127.0.0.1:%d", udpPort(t, c)),
 		"--seeders", fmt.Sprint(seeders), "--leechers", fmt.Sprint(leechers), "--nodes", "8", "--base", "130",

@@ -66,6 +66,16 @@ const sim::received* reply_in(sim::sim_network& net, const endpoint& client, std
     return nullptr;
 }
 
+// A token of ours for `client` (a node with `id`), from a get_peers: what it announces with.
+std::string token_for(harness& h, const endpoint& client, const id20& id) {
+    h.net.add_client(client);
+    h.net.client_send(client, sim::make_get_peers("tk", id, h.net.random_id()));
+    h.net.run_for(200ms);
+    sim::parsed_packet r;
+    REQUIRE(reply_in(h.net, client, "tk", r) != nullptr);
+    return std::string(r.msg.response.token);
+}
+
 void check_fifo(harness& h, std::size_t nodes, const char* family) {
     const auto& qs = h.net.queries();
     REQUIRE(!qs.empty());
@@ -464,13 +474,8 @@ TEST_CASE("announces reach the application as observations with their node, port
     h.options.announce_observations_per_sec = 2; // a burst of 2, then one every half second
     h.start({});
     const endpoint a{ip("60.0.0.1"), 7000};
-    h.net.add_client(a);
     const id20 id = h.net.random_id();
-    h.net.client_send(a, sim::make_get_peers("g1", id, h.net.random_id()));
-    h.net.run_for(200ms);
-    sim::parsed_packet r;
-    REQUIRE(reply_in(h.net, a, "g1", r) != nullptr);
-    const std::string token(r.msg.response.token);
+    const std::string token = token_for(h, a, id);
     const auto announces = [&] {
         std::vector<crawl::observation> out;
         for (const auto& o : h.sink.observations)
@@ -516,13 +521,8 @@ TEST_CASE("announce_observations_per_sec 0: announces are captured and never obs
     h.options.announce_observations_per_sec = 0;
     h.start({});
     const endpoint a{ip("60.0.0.1"), 7000};
-    h.net.add_client(a);
     const id20 id = h.net.random_id();
-    h.net.client_send(a, sim::make_get_peers("g1", id, h.net.random_id()));
-    h.net.run_for(200ms);
-    sim::parsed_packet r;
-    REQUIRE(reply_in(h.net, a, "g1", r) != nullptr);
-    h.net.client_send(a, sim::make_announce("x1", id, h.net.random_id(), 51413, std::string(r.msg.response.token), false));
+    h.net.client_send(a, sim::make_announce("x1", id, h.net.random_id(), 51413, token_for(h, a, id), false));
     h.net.run_for(100ms);
     CHECK(h.sink.hashes.size() == 1);
     for (const auto& o : h.sink.observations) CHECK(o.kind != crawl::hash_source::announce);
