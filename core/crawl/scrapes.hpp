@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "krpc/compact.hpp"
 #include "crawl/options.hpp"
+#include "krpc/compact.hpp"
 #include "krpc/scrape_bloom.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"

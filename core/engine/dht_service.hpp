@@ -66,8 +66,8 @@ private:
             }
             const auto now = clk.now();
             sink.on_hash(crawl::hash_event{ih, peer, source, crawl::hash_source::announce, now});
-            // Announces are what a peer sends most and anyone can send with a token of ours:
-            // their rate keeps them from crowding the lane the other observations share.
+            // Anyone holding a token of ours may announce as fast as our answer budgets allow:
+            // the rate keeps announces from crowding out the other observations in their lane.
             if (announce_observations.rate() <= 0) return; // not wanted
             if (!announce_observations.try_acquire_above(1, 0, now)) {
                 observations_over_rate.fetch_add(1, std::memory_order_relaxed);
