@@ -247,12 +247,14 @@ DHTC_API int dhtc_crawler_set_completion_callback(dhtc_crawler *c, dhtc_event_fn
 DHTC_API int dhtc_crawler_set_retry_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 /** @brief Runtime errors ({"type":"error","message":...}), including callbacks that threw. */
 DHTC_API int dhtc_crawler_set_error_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
-/** @brief Hashes seen without a peer ({"type":"observation",...}); dropped and counted when
- *  the application falls behind. */
+/** @brief Hashes the DHT side saw ({"type":"observation","kind":...,"source":"ip:port",
+ *  "port":N|null,"at":UNIX_SECONDS}): looked up (get_peers), sampled (bep51_sample) or
+ *  announced (announce, with the announced port; at most announce_observations_per_sec);
+ *  dropped and counted when the application falls behind. */
 DHTC_API int dhtc_crawler_set_observation_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 /** @brief Answers to dhtc_crawler_request_scrape() ({"type":"scrape","info_hash":...,"seeders":N,
- *  "leechers":N,"responders":N,"queried":N,"at":UNIX_SECONDS}); dropped and counted when the
- *  application falls behind (docs/events.md). */
+ *  "leechers":N,"responders":N,"queried":N,"timed_out":BOOL,"at":UNIX_SECONDS}); dropped and
+ *  counted when the application falls behind (docs/events.md). */
 DHTC_API int dhtc_crawler_set_scrape_callback(dhtc_crawler *c, dhtc_event_fn fn, void *user_data);
 
 /* ---- Requests ------------------------------------------------------------------------------ */
@@ -264,10 +266,12 @@ DHTC_API int dhtc_crawler_set_scrape_callback(dhtc_crawler *c, dhtc_event_fn fn,
  *
  * The answer comes as one "scrape" event (its callback, or dhtc_crawler_poll_event()), once the
  * closest nodes have answered or the scrape's query budget is spent (seconds; never for a
- * request made after shutdown). "responders" 0 means no node knew the swarm: the estimates are
- * then 0 and mean unknown. A hash already waiting or running is not scraped twice (it gets one
- * event). Scrapes draw on the crawl's query budget; a few run at once, the rest wait in a
- * bounded queue.
+ * request made after shutdown), and at the latest crawl.scrape.timeout_secs (30 s) after the
+ * request: a scrape that had no node to ask, or whose answers did not come, ends then with
+ * "timed_out" true. "responders" 0 means no node knew the swarm: the estimates are then 0 and
+ * mean unknown. A hash already waiting or running is not scraped twice (it gets one event).
+ * Scrapes draw on the crawl's query budget; a few run at once, the rest wait in a bounded
+ * queue.
  *
  * @param info_hash the 20-byte info hash (v1, or a v2 hash truncated to 20 bytes).
  * @return DHTC_OK; DHTC_ERR_STATE after shutdown, or when the request queue is full (ask again

@@ -1,5 +1,6 @@
 #include "api/crawler.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "crawl/saved_nodes.hpp"
@@ -48,9 +49,12 @@ void crawler::sink::on_hash(const hash_event& e) {
 }
 
 void crawler::sink::on_observation(const observation& o) {
-    // A hash someone looks up or samples may be a dormant one of ours: wake it sooner.
-    if (store) store->post_observation(o.info_hash, std::nullopt);
-    out->post_observation(o);
+    // A hash someone looks up or samples may be a dormant one of ours: wake it sooner (an
+    // announce does that through its hash event's claim).
+    if (store && o.kind != hash_source::announce) store->post_observation(o.info_hash, std::nullopt);
+    observation stamped = o;
+    stamped.seen_at = std::chrono::system_clock::now();
+    out->post_observation(stamped);
 }
 
 void crawler::sink::on_scrape(const scrape_event& e) {
@@ -224,20 +228,30 @@ void crawler::launch_stopper_locked() {
 void crawler::stop_everything() {
     // A crawler whose create() failed half-way has only its first parts.
     if (dht_) dht_->stop();
-    if (pipeline_) pipeline_->stop();
+    if (pipeline_) pipeline_->stop(); // waits for the answer to a torrent a handler has
     if (retry_) retry_->stop();
     if (delivery_) delivery_->finish();
+    {
+        std::lock_guard lock(mutex_);
+        stopped_ = true;
+    }
+    changed_.notify_all();
 }
 
 crawler::close_result crawler::close(std::optional<std::chrono::milliseconds> timeout) {
     if (!delivery_) return close_result::closed;
     if (delivery_->on_this_thread()) return close_result::from_handler;
+    const auto deadline = timeout ? std::optional(std::chrono::steady_clock::now() + *timeout) : std::nullopt;
     shutdown();
     std::thread stopper;
     {
         std::unique_lock lock(mutex_);
         if (closed_) return close_result::closed;
         changed_.wait(lock, [&] { return !starting_; });
+        // The stopper waits for a torrent handler that is running (its answer settles the
+        // round): that wait counts against `timeout` like the handler's own below.
+        const auto stopped = [&] { return stopped_ || !stopper_.joinable(); };
+        if (deadline && !changed_.wait_until(lock, *deadline, stopped)) return close_result::timeout;
         stopper.swap(stopper_);
     }
     if (stopper.joinable()) {
@@ -245,7 +259,12 @@ crawler::close_result crawler::close(std::optional<std::chrono::milliseconds> ti
     } else {
         stop_everything(); // idempotent: every stop() is
     }
-    if (!delivery_->join(timeout)) return close_result::timeout;
+    const auto left = [&]() -> std::optional<std::chrono::milliseconds> {
+        if (!deadline) return std::nullopt;
+        const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+        return std::max(rest, std::chrono::milliseconds(0));
+    };
+    if (!delivery_->join(left())) return close_result::timeout;
     while (shutdowns_in_flight_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     std::lock_guard lock(mutex_);
     closed_ = true;

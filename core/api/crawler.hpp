@@ -6,9 +6,10 @@
 //          ─▶ close (joins everything; may time out on a running handler) ─▶ destroyed
 //
 // shutdown() only asks: a stopper thread stops the DHT, then the pipeline (its rounds in
-// flight complete as cancelled), then the retry store (after the pipeline, so its releases
-// are applied), and then tells delivery that every producer is done. close() waits for the
-// stopper and for delivery to end; only then may the object be destroyed.
+// flight complete as cancelled; one whose torrent the application has settles with its
+// answer), then the retry store (after the pipeline, so its releases are applied), and then
+// tells delivery that every producer is done. close() waits for the stopper and for delivery
+// to end; only then may the object be destroyed.
 #pragma once
 
 #include <atomic>
@@ -125,6 +126,7 @@ private:
     bool started_ = false;
     bool starting_ = false;      ///< start() is running: the stopper is launched when it ends
     bool stop_requested_ = false;
+    bool stopped_ = false; ///< stop_everything() has returned
     bool closed_ = false;
     std::thread stopper_;
     std::atomic<int> shutdowns_in_flight_{0};

@@ -209,22 +209,28 @@ void event_delivery::run_pull(std::unique_lock<std::mutex>& lock) {
         awaited late = std::move(first->second);
         awaited_.erase(first);
         bump(counters_.answers_timed_out);
+        const bool closing = input_closed_;
         lock.unlock();
-        settle_default(late);
+        settle_default(late, closing);
         lock.lock();
     }
     // Whatever was never answered gets its default now.
     auto rest = std::move(awaited_);
     awaited_.clear();
+    const bool closing = input_closed_;
     lock.unlock();
-    for (auto& [id, a] : rest) settle_default(a);
+    for (auto& [id, a] : rest) settle_default(a, closing);
     lock.lock();
 }
 
-void event_delivery::settle_default(awaited& a) {
-    if (auto* g = std::get_if<gate_item>(&a.what)) g->answer(verdict_of(options_.gate_default));
+void event_delivery::settle_default(awaited& a, bool closing) {
+    // Shutting down, an answer that did not come is the host leaving, not its verdict: a
+    // gate starts no round, and a torrent's round ends cancelled.
+    if (auto* g = std::get_if<gate_item>(&a.what))
+        g->answer(closing ? metadata::gate_verdict::closed : verdict_of(options_.gate_default));
     // Not answered means not stored: fetch it again rather than lose it.
-    if (auto* t = std::get_if<torrent_item>(&a.what)) t->answered(answer::retry);
+    if (auto* t = std::get_if<torrent_item>(&a.what))
+        t->answered(closing ? metadata::torrent_reply{} : metadata::torrent_reply{answer::retry});
 }
 
 event_delivery::poll_status event_delivery::poll(std::optional<std::chrono::milliseconds> timeout, polled_event& out) {

@@ -88,9 +88,11 @@ public:
     bool polling() const noexcept { return polling_; }
 
     void start();
-    /// Shutdown began: no new gates or torrents are taken (those queued get their defaults
-    /// without reaching the application); completions, retry events and errors still are.
-    /// Never blocks; any thread.
+    /// Shutdown began: no new gates or torrents are taken (those queued are answered at once,
+    /// without reaching the application: a gate starts no round, a torrent's round ends
+    /// cancelled); completions, retry events and errors still are. A gate or torrent the
+    /// application has is still answered: by its handler (push), or by the host within
+    /// answer_timeout, else as if it had been queued (pull). Never blocks; any thread.
     void close_input() noexcept;
     /// Every producer has stopped: once the lanes are empty the delivery thread ends and
     /// poll() reports closed. Never blocks; any thread.
@@ -153,7 +155,8 @@ private:
     void run();
     void run_pull(std::unique_lock<std::mutex>& lock);
     void dispatch(item& i);
-    void settle_default(awaited& a);
+    /// An unanswered gate or torrent gets its default (`closing`: shutdown has begun).
+    void settle_default(awaited& a, bool closing);
     void report(const char* what, const std::exception* e);
 
     event_handlers handlers_;

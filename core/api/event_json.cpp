@@ -17,6 +17,10 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 json or_null(bool present, json value) { return present ? std::move(value) : json(nullptr); }
 
+std::int64_t unix_seconds(std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
 } // namespace
 
 std::string completion_json(const completion& c) {
@@ -54,6 +58,8 @@ std::string observation_json(const observation& o) {
     j["info_hash"] = o.info_hash.hex();
     j["source"] = o.source.to_string();
     j["kind"] = to_string(o.kind);
+    j["port"] = or_null(o.kind == hash_source::announce, o.port);
+    j["at"] = unix_seconds(o.seen_at);
     return dump(j);
 }
 
@@ -64,7 +70,8 @@ std::string scrape_json(const scrape_event& e) {
     j["leechers"] = e.leechers;
     j["responders"] = e.responders;
     j["queried"] = e.queried;
-    j["at"] = std::chrono::duration_cast<std::chrono::seconds>(e.at.time_since_epoch()).count();
+    j["timed_out"] = e.timed_out;
+    j["at"] = unix_seconds(e.at);
     return dump(j);
 }
 

@@ -22,6 +22,7 @@ namespace dhtc::api {
 
 enum class hash_source : std::uint8_t {
     announce,    ///< an announce_peer to us with a valid token: the peer holds the torrent
+                 ///< (a hash event for the pipeline, and an observation for the application)
     sample,      ///< a BEP-51 sample whose get_peers lookup found this peer
     get_peers,   ///< someone looked the hash up (observation only; no peer)
     bep51_sample ///< a hash in a sample_infohashes reply (observation only; no peer)
@@ -37,23 +38,27 @@ struct hash_event {
     time_point at{};
 };
 
-/// A hash seen without a peer to fetch from.
+/// A hash seen by the DHT side, for the application: looked up, sampled, or announced.
 struct observation {
     id20 info_hash;
-    endpoint source;
+    endpoint source; ///< the DHT node that queried (get_peers, announce) or answered us (a sample)
     hash_source kind = hash_source::get_peers;
     time_point at{};
+    std::uint16_t port = 0; ///< announce: the port announced (the peer is source's IP at it)
+    std::chrono::system_clock::time_point seen_at{}; ///< wall time, stamped by the crawler's sink
 };
 
 /// The answer to a scrape request (BEP-33): the swarm's size estimated from the bloom
 /// filters of the nodes closest to the hash. `responders` 0: nobody knew the swarm (the
-/// estimates are then 0 and mean "unknown").
+/// estimates are then 0 and mean "unknown"). Every request is answered, at the latest after
+/// crawl.scrape.timeout_secs (`timed_out`).
 struct scrape_event {
     id20 info_hash;
     std::uint64_t seeders = 0;
     std::uint64_t leechers = 0;
     std::uint32_t responders = 0; ///< nodes whose reply described the swarm
     std::uint32_t queried = 0;    ///< get_peers (scrape=1) queries sent
+    bool timed_out = false;       ///< the deadline ended it: no node to ask, or answers missing
     std::chrono::system_clock::time_point at{}; ///< when the scrape ended
 };
 

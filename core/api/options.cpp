@@ -92,6 +92,8 @@ const field fields[] = {
     {"allow_private_addresses", bool_ref{[](O& o) -> auto& { return o.dht.crawl.allow_private_addresses; }}},
     {"observation_queue_capacity", size_ref{[](O& o) -> auto& { return o.observation_queue_capacity; }}, 1,
      queue_max},
+    {"announce_observations_per_sec",
+     double_ref{[](O& o) -> auto& { return o.dht.crawl.announce_observations_per_sec; }}, 0, rate_max},
 
     {"metadata.timeout_secs", uint_ref{[](O& o) -> auto& { return o.metadata.timeout_secs; }}, 1},
     {"metadata.max_queue_size", size_ref{[](O& o) -> auto& { return o.metadata.max_queue_size; }}, 1, table_max},
@@ -100,6 +102,8 @@ const field fields[] = {
     {"metadata.peer_failure_cache_capacity",
      size_ref{[](O& o) -> auto& { return o.metadata.peer_failure_cache_capacity; }}, 0, table_max},
     {"metadata.peer_failure_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.peer_failure_ttl_secs; }}, 0,
+     failure_ttl_max},
+    {"metadata.refusal_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.refusal_ttl_secs; }}, 0,
      failure_ttl_max},
     {"metadata.max_metadata_size", size_ref{[](O& o) -> auto& { return o.metadata.max_metadata_size; }}, 1,
      metadata_size_max},
@@ -208,6 +212,8 @@ const field fields[] = {
      queue_max},
     {"crawl.bep51.answer_interval_secs",
      uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.answer_interval_secs; }}, 0, bep51_interval_max},
+
+    {"crawl.scrape.timeout_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.scrape.timeout_secs; }}, 1},
 
     {"retry.store.kind", special::store_kind},
     {"retry.store.path", special::store_path},

@@ -44,7 +44,7 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
     : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), sources_(sources), own_id_(own_id), rng_(seed),
       replies_(o.scheduler.priority_event_channel_capacity),
       discoveries_(o.scheduler.discovery_event_channel_capacity),
-      lookup_requests_(o.bep51.lookup_queue_capacity), scrape_requests_(scrape_options{}.queue_capacity),
+      lookup_requests_(o.bep51.lookup_queue_capacity), scrape_requests_(o.scrape.queue_capacity),
       pool_(c, policy, node_pool_options{o.pool.capacity, 100, 25, o.rate_limit.max_replacements_per_minute, seed ^ 1}),
       parked_(std::min<std::size_t>(o.pool.capacity, max_parked_nodes)),
       recent_(probe_options(o)),
@@ -53,7 +53,7 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
                                     o.scheduler.routing_snapshot_size, seed ^ 3}),
       transactions_(o.rate_limit.max_in_flight, seed ^ 4), lookups_(o.bep51, [this](const krpc::node_entry& n, time_point now) {
           return sources_.query_ready_at(n.ep, n.id, now);
-      }), scrapes_(scrape_options{}),
+      }), scrapes_(o.scrape),
       query_rate_(c, o.rate_limit.max_find_node_rate_per_sec, o.rate_limit.burst),
       new_destinations_(token_bucket::per_minute(c, o.rate_limit.max_new_destinations_per_minute)),
       sample_rate_(c, o.bep51.max_sample_rate_per_sec, std::max(1.0, o.bep51.max_sample_rate_per_sec)),
@@ -127,7 +127,11 @@ void actor::turn() {
     lookup_batch_.clear();
     scrape_requests_.pop_batch(lookup_batch_, options_.scheduler.event_batch_limit);
     for (const auto& h : lookup_batch_)
-        if (!scrapes_.want(h)) bump(stats_.scrapes_dropped);
+        if (!scrapes_.want(h, now)) bump(stats_.scrapes_dropped);
+    // A scrape that could not start (no node known) or whose answers did not come ends now.
+    scrape_results_.clear();
+    scrapes_.expire(now, scrape_results_);
+    for (const auto& r : scrape_results_) report_scrape(r);
 
     transactions_.expire(now, std::chrono::seconds(options_.rate_limit.request_timeout_secs),
                          [&](const pending_query& q) {
@@ -267,13 +271,21 @@ void actor::handle_scrape_reply(const pending_query& q, const endpoint& from) {
     r.seeds_filter = resp.seeds_filter;
     r.peers_filter = resp.peers_filter;
     if (resp.has_values) r.values = &resp.values;
-    report_scrape(scrapes_.on_reply(q.context, from, r));
+    report_scrape(scrapes_.on_reply(q.context, q.target, from, r));
 }
 
 void actor::report_scrape(const std::optional<scrape_result>& r) {
     if (!r) return;
     bump(stats_.scrapes_completed);
-    sink_.on_scrape(scrape_event{r->info_hash, r->seeders, r->leechers, r->responders, r->queried, {}});
+    if (r->timed_out) bump(stats_.scrapes_timed_out);
+    scrape_event e;
+    e.info_hash = r->info_hash;
+    e.seeders = r->seeders;
+    e.leechers = r->leechers;
+    e.responders = r->responders;
+    e.queried = r->queried;
+    e.timed_out = r->timed_out;
+    sink_.on_scrape(e); // its `at` is the sink's to stamp
 }
 
 void actor::handle_failure(const pending_query& q) {
@@ -296,7 +308,7 @@ void actor::handle_failure(const pending_query& q) {
     case query_kind::get_peers:
         lookups_.on_failure(q.context, q.to);
         break;
-    case query_kind::scrape: report_scrape(scrapes_.on_failure(q.context, q.to)); break;
+    case query_kind::scrape: report_scrape(scrapes_.on_failure(q.context, q.target, q.to)); break;
     case query_kind::find_node:
     case query_kind::sample:
     case query_kind::ping:
@@ -631,7 +643,7 @@ bool actor::send_scrape_query(time_point now, std::span<krpc::node_entry> seeds)
     const auto q = scrapes_.next();
     if (!q) return false;
     if (send_query(query_kind::scrape, q->to, q->target, q->slot, now).result != send_result::sent)
-        report_scrape(scrapes_.on_failure(q->slot, q->to.ep));
+        report_scrape(scrapes_.on_failure(q->slot, q->target, q->to.ep));
     return true;
 }
 

@@ -86,6 +86,7 @@ struct crawl_stats {
     std::atomic<std::uint64_t> queries_scrape{0};    ///< get_peers with scrape=1 (BEP-33)
     std::atomic<std::uint64_t> scrapes_started{0};
     std::atomic<std::uint64_t> scrapes_completed{0};
+    std::atomic<std::uint64_t> scrapes_timed_out{0}; ///< ended by crawl.scrape.timeout_secs (of the completed)
     std::atomic<std::uint64_t> scrapes_dropped{0};   ///< requests refused: the scrape queue was full
     std::atomic<std::uint64_t> bootstrap_rounds{0};
     std::atomic<std::uint64_t> discoveries_dropped{0};
@@ -216,6 +217,7 @@ private:
     transaction_table transactions_;
     lookups lookups_;
     scrapes scrapes_;
+    std::vector<scrape_result> scrape_results_; // scratch: the scrapes a turn's deadline ended
     token_bucket query_rate_;
     token_bucket new_destinations_;
     token_bucket sample_rate_;

@@ -92,6 +92,16 @@ struct bep51_options {
     unsigned answer_interval_secs = 300;      ///< `interval` we advertise
 };
 
+/// BEP-33 scrapes the application asks for (crawl/scrapes.hpp).
+struct scrape_options {
+    std::size_t max_concurrent = 4;      ///< scrapes running at once
+    std::size_t queue_capacity = 4096;   ///< requests waiting for a slot
+    std::size_t queries_per_scrape = 24; ///< get_peers sent per scrape, at most
+    /// A scrape ends this long after it was requested, whatever it has: one that had no node
+    /// to ask, or whose nodes never answered, ends with zero responders.
+    unsigned timeout_secs = 30;
+};
+
 struct crawl_options {
     rate_limit_options rate_limit;
     pool_options pool;
@@ -99,8 +109,13 @@ struct crawl_options {
     target_options target;
     scheduler_options scheduler;
     bep51_options bep51;
+    scrape_options scrape;
     /// Admit private and loopback ranges (labs and tests); off for the real DHT.
     bool allow_private_addresses = false;
+    /// Announces reported to the application as observations (kind announce), per second
+    /// (burst: one second's worth); the rest are counted and not reported. 0: none. Every
+    /// announce still reaches the metadata side.
+    double announce_observations_per_sec = 100;
     /// Where the routing state is kept across restarts when there is no retry store (with
     /// one, it lives there). Empty: not kept.
     std::string state_file;

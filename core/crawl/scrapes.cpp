@@ -12,15 +12,17 @@ scrapes::scrapes(const scrape_options& o) : options_(o) {
     options_.queries_per_scrape = std::max<std::size_t>(options_.queries_per_scrape, 1);
 }
 
-bool scrapes::want(const id20& info_hash) {
+bool scrapes::want(const id20& info_hash, time_point now) {
     const bool running = std::any_of(slots_.begin(), slots_.end(),
                                      [&](const scrape& s) { return s.active && s.target == info_hash; });
-    if (running || std::find(queue_.begin(), queue_.end(), info_hash) != queue_.end()) return true;
+    const bool queued =
+        std::any_of(queue_.begin(), queue_.end(), [&](const request& r) { return r.target == info_hash; });
+    if (running || queued) return true;
     if (queue_.size() >= options_.queue_capacity) {
         ++dropped_;
         return false;
     }
-    queue_.push_back(info_hash);
+    queue_.push_back({info_hash, now + std::chrono::seconds(options_.timeout_secs)});
     return true;
 }
 
@@ -36,7 +38,8 @@ bool scrapes::start(std::span<const krpc::node_entry> seeds) {
     s = scrape{};
     legacy.clear();
     s.legacy = std::move(legacy);
-    s.target = queue_.front();
+    s.target = queue_.front().target;
+    s.deadline = queue_.front().deadline;
     queue_.pop_front();
     s.active = true;
     for (const auto& e : seeds) add_candidate(s, e);
@@ -85,9 +88,16 @@ std::optional<scrapes::query> scrapes::next() {
     return std::nullopt;
 }
 
-std::optional<scrape_result> scrapes::on_reply(std::uint32_t slot, const endpoint& from, const reply& r) {
-    if (slot >= slots_.size() || !slots_[slot].active) return std::nullopt;
-    scrape& s = slots_[slot];
+scrapes::scrape* scrapes::running(std::uint32_t slot, const id20& target) {
+    if (slot >= slots_.size() || !slots_[slot].active || slots_[slot].target != target) return nullptr;
+    return &slots_[slot];
+}
+
+std::optional<scrape_result> scrapes::on_reply(std::uint32_t slot, const id20& target, const endpoint& from,
+                                               const reply& r) {
+    scrape* running_scrape = running(slot, target);
+    if (!running_scrape) return std::nullopt; // ended (its deadline passed), maybe the slot reused
+    scrape& s = *running_scrape;
     candidate* c = find(s, from);
     if (!c || c->st != state::queried) return std::nullopt; // not a query of this scrape
     c->st = state::answered;
@@ -106,9 +116,10 @@ std::optional<scrape_result> scrapes::on_reply(std::uint32_t slot, const endpoin
     return finish_if_done(s);
 }
 
-std::optional<scrape_result> scrapes::on_failure(std::uint32_t slot, const endpoint& from) {
-    if (slot >= slots_.size() || !slots_[slot].active) return std::nullopt;
-    scrape& s = slots_[slot];
+std::optional<scrape_result> scrapes::on_failure(std::uint32_t slot, const id20& target, const endpoint& from) {
+    scrape* running_scrape = running(slot, target);
+    if (!running_scrape) return std::nullopt;
+    scrape& s = *running_scrape;
     candidate* c = find(s, from);
     if (!c || c->st != state::queried) return std::nullopt;
     c->st = state::failed;
@@ -119,14 +130,38 @@ std::optional<scrape_result> scrapes::on_failure(std::uint32_t slot, const endpo
 std::optional<scrape_result> scrapes::finish_if_done(scrape& s) {
     if (s.in_flight > 0) return std::nullopt;
     if (s.sent < options_.queries_per_scrape && pick(s)) return std::nullopt;
+    return finish(s, false);
+}
+
+void scrapes::expire(time_point now, std::vector<scrape_result>& out) {
+    while (!queue_.empty() && queue_.front().deadline <= now) {
+        // Never started: no node to ask.
+        scrape_result nobody;
+        nobody.info_hash = queue_.front().target;
+        nobody.timed_out = true;
+        queue_.pop_front();
+        ++completed_;
+        ++timed_out_;
+        out.push_back(nobody);
+    }
+    for (auto& s : slots_)
+        if (s.active && s.deadline <= now) out.push_back(finish(s, true)); // answers still out are ignored
+}
+
+scrape_result scrapes::finish(scrape& s, bool timed_out) {
     // The legacy rule: a values-only peer is a peer unless some node listed it as a seed.
     for (const auto& ip : s.legacy)
         if (!s.seeds.contains(ip)) s.peers.insert(ip);
     s.active = false;
     --active_;
     ++completed_;
-    return scrape_result{s.target, static_cast<std::uint64_t>(std::llround(s.seeds.estimate())),
-                         static_cast<std::uint64_t>(std::llround(s.peers.estimate())), s.responders, s.sent};
+    if (timed_out) ++timed_out_;
+    return scrape_result{s.target,
+                         static_cast<std::uint64_t>(std::llround(s.seeds.estimate())),
+                         static_cast<std::uint64_t>(std::llround(s.peers.estimate())),
+                         s.responders,
+                         s.sent,
+                         timed_out};
 }
 
 } // namespace dhtc::crawl

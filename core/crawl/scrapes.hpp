@@ -4,7 +4,9 @@
 // with values only (no filters: it does not speak BEP-33) has its peers' addresses counted as
 // peers, unless the seed filters hold them (the BEP's legacy rule). When the closest
 // candidates have all answered or failed, or the query budget is spent, the scrape ends with
-// the two estimates.
+// the two estimates. Every scrape also has a deadline from its request: one still queued
+// then (no node to ask) or still waiting for answers ends with what it has, so a request is
+// always answered.
 //
 // Like the lookups of sampled hashes this is pure state: the actor sends the queries and
 // feeds back the replies. Few scrapes run at once (the BEP suggests few for inactive
@@ -19,18 +21,14 @@
 #include <string_view>
 #include <vector>
 
+#include "crawl/options.hpp"
 #include "krpc/compact.hpp"
 #include "krpc/scrape_bloom.hpp"
 #include "net/address.hpp"
+#include "net/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::crawl {
-
-struct scrape_options {
-    std::size_t max_concurrent = 4;      ///< scrapes running at once
-    std::size_t queue_capacity = 4096;   ///< requests waiting for a slot
-    std::size_t queries_per_scrape = 24; ///< get_peers sent per scrape, at most
-};
 
 /// A finished scrape.
 struct scrape_result {
@@ -39,6 +37,7 @@ struct scrape_result {
     std::uint64_t leechers = 0;
     std::uint32_t responders = 0; ///< nodes whose reply described the swarm (filters or values)
     std::uint32_t queried = 0;    ///< get_peers queries sent
+    bool timed_out = false;       ///< its deadline ended it: no node to ask, or answers missing
 };
 
 class scrapes {
@@ -50,11 +49,12 @@ public:
 
     explicit scrapes(const scrape_options& o);
 
-    /// Queues a hash; false when the queue is full (counted in dropped()). A hash already
-    /// queued or running is not queued twice (true: it will be answered).
-    bool want(const id20& info_hash);
+    /// Queues a hash, to be answered by `now` + timeout_secs at the latest; false when the
+    /// queue is full (counted in dropped()). A hash already queued or running is not queued
+    /// twice (true: it will be answered).
+    bool want(const id20& info_hash, time_point now);
     bool has_queued() const noexcept { return !queue_.empty(); }
-    const id20& front() const noexcept { return queue_.front(); }
+    const id20& front() const noexcept { return queue_.front().target; }
     bool has_free_slot() const noexcept { return active_ < options_.max_concurrent; }
     /// Starts the front request, seeded with the closest nodes we know; false when nothing
     /// started (no request, no slot or no seed).
@@ -75,17 +75,23 @@ public:
         std::string_view peers_filter;              ///< BFpe (256 bytes) or empty
         const krpc::compact_values* values = nullptr;
     };
-    /// The candidate at `from` answered; the scrape's result when this ended it.
-    std::optional<scrape_result> on_reply(std::uint32_t slot, const endpoint& from, const reply& r);
+    /// The candidate at `from` answered the query for `target`; the scrape's result when this
+    /// ended it. A late answer to a scrape that has ended is ignored.
+    std::optional<scrape_result> on_reply(std::uint32_t slot, const id20& target, const endpoint& from,
+                                          const reply& r);
     /// The candidate at `from` timed out, erred or was never sent to; the result when this
     /// ended the scrape.
-    std::optional<scrape_result> on_failure(std::uint32_t slot, const endpoint& from);
+    std::optional<scrape_result> on_failure(std::uint32_t slot, const id20& target, const endpoint& from);
+    /// Ends every scrape, queued or running, whose deadline is past at `now`, each with what
+    /// it has (timed_out); their results are appended to `out`.
+    void expire(time_point now, std::vector<scrape_result>& out);
 
     std::size_t active() const noexcept { return active_; }
     std::size_t queued() const noexcept { return queue_.size(); }
     std::uint64_t started() const noexcept { return started_; }
     std::uint64_t completed() const noexcept { return completed_; }
     std::uint64_t dropped() const noexcept { return dropped_; }
+    std::uint64_t timed_out() const noexcept { return timed_out_; }
 
 private:
     enum class state : std::uint8_t { fresh, queried, answered, failed };
@@ -93,8 +99,13 @@ private:
         krpc::node_entry node;
         state st = state::fresh;
     };
+    struct request {
+        id20 target;
+        time_point deadline;
+    };
     struct scrape {
         id20 target;
+        time_point deadline{};
         std::array<candidate, width> c{};
         std::uint8_t n = 0;
         std::uint8_t in_flight = 0;
@@ -107,16 +118,20 @@ private:
     void add_candidate(scrape& s, const krpc::node_entry& e);
     candidate* find(scrape& s, const endpoint& ep);
     candidate* pick(scrape& s);
+    /// The running scrape in `slot` for `target` (nullptr when it has ended).
+    scrape* running(std::uint32_t slot, const id20& target);
     std::optional<scrape_result> finish_if_done(scrape& s);
+    scrape_result finish(scrape& s, bool timed_out);
 
     scrape_options options_;
     std::vector<scrape> slots_; // grows to max_concurrent, then reused
     std::size_t active_ = 0;
-    std::deque<id20> queue_;
+    std::deque<request> queue_; // in request order, so in deadline order too
     std::size_t cursor_ = 0;
     std::uint64_t started_ = 0;
     std::uint64_t completed_ = 0;
     std::uint64_t dropped_ = 0;
+    std::uint64_t timed_out_ = 0;
 };
 
 } // namespace dhtc::crawl

@@ -3,12 +3,14 @@
 // sockets; simulations feed it from an in-memory network on a manual clock.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
 #include "crawl/actor.hpp"
 #include "crawl/events.hpp"
 #include "crawl/options.hpp"
+#include "crawl/rate_limiter.hpp"
 #include "dht/node.hpp"
 #include "dht/responder.hpp"
 #include "dht/sample_store.hpp"
@@ -38,16 +40,23 @@ public:
     const dht::response_budget& response_budget() const noexcept { return budget_; }
     /// Announces dropped because the announced peer failed the address policy.
     std::uint64_t announces_refused_by_policy() const noexcept { return router_.refused_peers.load(std::memory_order_relaxed); }
+    /// Announces not reported as observations: over announce_observations_per_sec.
+    std::uint64_t announce_observations_dropped() const noexcept {
+        return router_.observations_over_rate.load(std::memory_order_relaxed);
+    }
     const crawl::source_table& sources() const noexcept { return sources_; }
     const crawl::actor& actor() const noexcept { return actor_; }
     crawl::actor& actor() noexcept { return actor_; }
 
 private:
-    // Routes what queries teach us: announces to the sink, lookups as observations,
-    // queriers to the actor's discovery queue.
+    // Routes what queries teach us: announces to the sink (for the pipeline, and within
+    // their rate as observations for the application), lookups as observations, queriers
+    // to the actor's discovery queue.
     struct router final : dht::query_observer {
-        router(crawl::crawl_sink& s, crawl::actor& a, const clock& c, const address_policy& p)
-            : sink(s), act(a), clk(c), policy(p) {}
+        router(crawl::crawl_sink& s, crawl::actor& a, const clock& c, const address_policy& p,
+               double announce_observations_per_sec)
+            : sink(s), act(a), clk(c), policy(p),
+              announce_observations(c, announce_observations_per_sec, std::max(1.0, announce_observations_per_sec)) {}
         void on_announce(const id20& ih, const endpoint& peer, const endpoint& source) override {
             // The metadata side will connect to `peer`: an announce must not steer us at
             // private or our own addresses (the same policy as every DHT destination).
@@ -55,7 +64,18 @@ private:
                 refused_peers.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
-            sink.on_hash(crawl::hash_event{ih, peer, source, crawl::hash_source::announce, clk.now()});
+            const auto now = clk.now();
+            sink.on_hash(crawl::hash_event{ih, peer, source, crawl::hash_source::announce, now});
+            // Anyone holding a token of ours may announce as fast as our answer budgets allow:
+            // the rate keeps announces from crowding out the other observations in their lane.
+            if (announce_observations.rate() <= 0) return; // not wanted
+            if (!announce_observations.try_acquire_above(1, 0, now)) {
+                observations_over_rate.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+            crawl::observation o{ih, source, crawl::hash_source::announce, now};
+            o.port = peer.port;
+            sink.on_observation(o);
         }
         void on_get_peers(const id20& ih, const endpoint& source) override {
             sink.on_observation(crawl::observation{ih, source, crawl::hash_source::get_peers, clk.now()});
@@ -65,7 +85,9 @@ private:
         crawl::actor& act;
         const clock& clk;
         const address_policy& policy;
+        crawl::token_bucket announce_observations;
         std::atomic<std::uint64_t> refused_peers{0};
+        std::atomic<std::uint64_t> observations_over_rate{0};
     };
 
     crawl::source_table sources_; // shared by the node's answers and the actor's queries

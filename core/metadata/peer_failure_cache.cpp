@@ -32,4 +32,28 @@ std::uint64_t ring_keys::peer_key_hash::operator()(const siphash_key& k, const p
     return siphash24(k, std::string_view(reinterpret_cast<const char*>(p.b), sizeof p.b));
 }
 
+peer_failures::kind peer_failures::remembered_as(api::failure_class c) noexcept {
+    using api::failure_class;
+    switch (c) {
+    case failure_class::connect_refused:
+    case failure_class::connect_timeout:
+    case failure_class::utp_timeout:
+    case failure_class::timeout: return kind::unreachable;
+    case failure_class::handshake_failed: return kind::refused;
+    default: return kind::none;
+    }
+}
+
+peer_failures::peer_failures(peer_failures_options o)
+    : unreachable_({o.capacity, o.ttl, o.hash_seed}),
+      refused_({o.capacity, o.refusal_ttl, o.hash_seed ? o.hash_seed ^ 0x726566 : 0}) {}
+
+void peer_failures::record(const endpoint& ep, api::failure_class c, time_point now) {
+    switch (remembered_as(c)) {
+    case kind::unreachable: unreachable_.insert(ep, now); break;
+    case kind::refused: refused_.insert(ep, now); break;
+    case kind::none: break;
+    }
+}
+
 } // namespace dhtc::metadata

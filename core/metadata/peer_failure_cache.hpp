@@ -1,12 +1,14 @@
-// Peers that recently timed out or refused a connection. A hit means the metadata scheduler
-// skips the peer without a network attempt (and without spending one of its three real
-// attempts on it), so a hash announced by many dead peers does not eat the worker pool.
+// Peers that recently timed out, refused a connection, or refused us. A hit means the metadata
+// scheduler skips the peer without a network attempt (and without spending one of its three
+// real attempts on it), so a hash announced by many dead peers does not eat the worker pool,
+// and a peer that closes our handshake is not asked again at every re-announce.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 
+#include "api/failure.hpp"
 #include "net/address.hpp"
 #include "net/clock.hpp"
 #include "util/expiring_set.hpp"
@@ -75,6 +77,44 @@ public:
 
 private:
     static ring_keys::peer_key key_of(const endpoint& ep) noexcept;
+};
+
+struct peer_failures_options {
+    std::size_t capacity = 200'000;       ///< metadata.peer_failure_cache_capacity, for each of the two
+    std::chrono::seconds ttl{60};         ///< metadata.peer_failure_ttl_secs: unreachable peers
+    std::chrono::seconds refusal_ttl{600}; ///< metadata.refusal_ttl_secs: peers that refused us
+    std::uint64_t hash_seed = 0;
+};
+
+/// The peer failure cache as the pipeline uses it: which failure classes it holds, each for
+/// its own time (docs/options.md, "The peer failure cache").
+///  - unreachable (connect_refused, connect_timeout, utp_timeout, timeout) for `ttl`: the
+///    address is dead or silent now, and a dead peer's announces linger in the DHT;
+///  - refused (handshake_failed) for `refusal_ttl`: the peer answered and closed our handshake
+///    (it forces an encryption or a transport we did not offer, or does not serve the
+///    torrent), a policy that does not change from one re-announce to the next.
+/// Other classes are not held: they concern one torrent or one exchange, or our own side.
+/// Two peer_failure_caches, so each ring stays in time order; each costs what it holds.
+class peer_failures {
+public:
+    enum class kind : std::uint8_t { none, unreachable, refused };
+    /// Where a failure of class `c` is remembered (none: not at all).
+    static kind remembered_as(api::failure_class c) noexcept;
+
+    explicit peer_failures(peer_failures_options o = {});
+    /// True when `ep` failed in a remembered way recently enough at `now`.
+    bool contains(const endpoint& ep, time_point now) const {
+        return unreachable_.contains(ep, now) || refused_.contains(ep, now);
+    }
+    /// Records a failure of class `c` of `ep` at `now` (nothing for a class not held).
+    void record(const endpoint& ep, api::failure_class c, time_point now);
+
+    const peer_failure_cache& unreachable() const noexcept { return unreachable_; }
+    const peer_failure_cache& refused() const noexcept { return refused_; }
+
+private:
+    peer_failure_cache unreachable_;
+    peer_failure_cache refused_;
 };
 
 } // namespace dhtc::metadata

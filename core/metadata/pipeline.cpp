@@ -36,12 +36,6 @@ constexpr std::size_t max_job_peers = 8; ///< peers remembered per job (merges i
 
 void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
 
-// Timeouts and refused connections are what the failure cache is for (seed: only these).
-bool cacheable(failure_class c) noexcept {
-    return c == failure_class::connect_refused || c == failure_class::connect_timeout || c == failure_class::timeout ||
-           c == failure_class::utp_timeout;
-}
-
 // Built outside the coroutines: g++ 12 rejects brace-initialising aggregates that hold
 // arrays (id20) inside a coroutine body ("array used as initializer").
 completion make_completion(const id20& key, outcome o, failure_class f, unsigned attempts,
@@ -80,6 +74,9 @@ struct job {
     std::optional<id20> sibling; ///< a hybrid's other key, remembered as done with this one
     /// Per session of the last run_sessions: another round of ours had that peer open already.
     std::vector<bool> crowded;
+    /// Waits for the application's answer to a torrent of its other key (ended_as_sibling):
+    /// shutdown lets it end as that answer says.
+    bool awaiting_answer = false;
 
     /// Makes `p` pickable again.
     void untry(const endpoint& p) {
@@ -117,8 +114,8 @@ struct pipeline::impl {
           budget(opt.max_in_flight_bytes, &o.counters_.memory_held, &o.counters_.memory_refused,
                  &o.counters_.memory_refused_bytes),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
-          failures(peer_failure_cache_options{opt.peer_failure_cache_capacity,
-                                              std::chrono::seconds(opt.peer_failure_ttl_secs), 0}),
+          failures(peer_failures_options{opt.peer_failure_cache_capacity, std::chrono::seconds(opt.peer_failure_ttl_secs),
+                                         std::chrono::seconds(opt.refusal_ttl_secs), 0}),
           delivered(delivered_filter_options{opt.delivered_filter_capacity,
                                              std::chrono::seconds(opt.delivered_filter_period_secs), 0}),
           rng(std::random_device{}()) {
@@ -139,11 +136,14 @@ struct pipeline::impl {
     asio::steady_timer drain_timer{io};
     std::shared_ptr<utp_host> utp; ///< the uTP sockets, opened on first use (metadata.transports)
     pending_queue pending;
-    peer_failure_cache failures;
+    peer_failures failures; ///< which classes it holds, and how long: peer_failure_cache.hpp
     delivered_filter delivered;
     std::unordered_map<id20, std::shared_ptr<job>, id20_hash> jobs; ///< rounds in flight
     /// Torrents with the application, under each of their keys, until it answered.
     std::unordered_map<id20, std::shared_ptr<handover>, id20_hash> handovers;
+    /// Rounds waiting for the application's answer to a torrent (theirs, or their other
+    /// key's): shutdown lets them settle before the thread stops.
+    std::size_t answers_awaited = 0;
     std::size_t active = 0; ///< worker slots: held from take() until the completion ran
     std::vector<api::hash_event> batch;
     std::mt19937_64 rng;
@@ -167,9 +167,16 @@ struct pipeline::impl {
 
     asio::awaitable<void> run_job(std::shared_ptr<job> j);
     asio::awaitable<gate_verdict> gate(std::shared_ptr<job> j);
+    /// How a wait for the application's reply takes shutdown.
+    enum class on_shutdown : std::uint8_t { give_up, keep_waiting };
     template <class T, class Post>
     asio::awaitable<std::optional<T>> await_reply(std::shared_ptr<job> j, std::optional<T> job::*slot, Post post,
-                                                  std::optional<std::chrono::milliseconds> timeout);
+                                                  std::optional<std::chrono::milliseconds> timeout,
+                                                  on_shutdown shutdown = on_shutdown::give_up);
+    /// Shutting down: stops the thread once no round waits for an answer any more.
+    void stop_when_answered() {
+        if (answers_awaited == 0) io.stop();
+    }
     asio::awaitable<claim_reply> claim(std::shared_ptr<job> j);
     asio::awaitable<bool> claimed(std::shared_ptr<job> j);
     asio::awaitable<bool> admitted(std::shared_ptr<job> j);
@@ -351,6 +358,7 @@ void pipeline::impl::complete(job& j, completion c) {
     auto ex = io.get_executor();
     const bool posted = app.post_completion(c, [this, ex] { asio::post(ex, [this] { release_slot(); }); });
     if (!posted) release_slot();
+    if (stopping) stop_when_answered(); // this may have been the last answer shutdown waited for
 }
 
 // Posts a request whose answer comes back on another thread, then sleeps on the job's
@@ -359,7 +367,8 @@ void pipeline::impl::complete(job& j, completion c) {
 template <class T, class Post>
 asio::awaitable<std::optional<T>> pipeline::impl::await_reply(std::shared_ptr<job> j, std::optional<T> job::*slot,
                                                               Post post,
-                                                              std::optional<std::chrono::milliseconds> timeout) {
+                                                              std::optional<std::chrono::milliseconds> timeout,
+                                                              on_shutdown shutdown) {
     std::weak_ptr<job> weak = j;
     auto ex = io.get_executor();
     auto reply = [weak, ex, slot](T value) {
@@ -375,7 +384,7 @@ asio::awaitable<std::optional<T>> pipeline::impl::await_reply(std::shared_ptr<jo
         j->wake.expires_after(*timeout);
     else
         j->wake.expires_at(asio::steady_timer::time_point::max());
-    while (!((*j).*slot) && !stopping) {
+    while (!((*j).*slot) && (!stopping || shutdown == on_shutdown::keep_waiting)) {
         std::error_code ec;
         co_await j->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         if (!ec) co_return std::nullopt; // the time ran out
@@ -473,7 +482,8 @@ std::vector<endpoint> pipeline::impl::pick_peers(job& j, std::size_t max) {
     for (std::size_t i = 0; i < j.peers.size() && out.size() < max; ++i) {
         if (j.tried[i]) continue;
         j.tried[i] = true;
-        // A peer that timed out or refused us recently is skipped: no packet, no attempt.
+        // A peer that timed out, refused the connection or refused us recently is skipped:
+        // no packet, no attempt.
         if (failures.contains(j.peers[i], now)) {
             bump(owner.counters_.failure_cache_hits);
             continue;
@@ -566,12 +576,18 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
 }
 
 asio::awaitable<torrent_reply> pipeline::impl::deliver(std::shared_ptr<job> j, delivery d) {
-    // No time limit: a slow application slows fetching; shutdown ends the wait.
+    // No time limit: a slow application slows fetching. Nor does shutdown end the wait: a
+    // torrent the application has is answered all the same (push: its callback returns, which
+    // destroy waits for anyway; pull: the answer table's default comes after
+    // gate_timeout_millis; one never offered is answered at once), and that answer settles
+    // the round and its lease.
     bool posted = true;
+    ++answers_awaited;
     const auto a = co_await await_reply<torrent_reply>(
         j, &job::ack,
         [&](std::function<void(torrent_reply)> reply) { return posted = app.post_torrent(std::move(d), std::move(reply)); },
-        std::nullopt);
+        std::nullopt, on_shutdown::keep_waiting);
+    --answers_awaited;
     if (a) co_return *a;
     // Its lane was full: not stored, so fetched again rather than taken as rejected.
     co_return posted ? torrent_reply{} : torrent_reply{answer::retry};
@@ -606,13 +622,14 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             const auto cls = results[i].failure;
             if (cls == failure_class::none || cls == failure_class::cancelled) continue;
             if (j->crowded[i] && (cls == failure_class::handshake_failed || cls == failure_class::disconnected)) {
-                // Refused while another round of ours had it open: not the peer's fault. It is
-                // asked again once that session ends (and that round may deliver this torrent).
+                // Refused while another round of ours had it open: not the peer's fault, so
+                // not remembered against it either. It is asked again once that session ends
+                // (and that round may deliver this torrent).
                 crowded.push_back(peers[i]);
                 continue;
             }
             bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
-            if (cacheable(cls)) failures.insert(peers[i], clock.now());
+            failures.record(peers[i], cls, clock.now());
             result.failure = cls;
         }
         if (!pieces.complete()) {
@@ -620,8 +637,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
                 co_await await_uncrowded(j, crowded);
                 if (stopping) co_return;
                 std::vector<id20> own_key(1, j->key);
-                if (co_await ended_as_sibling(j, std::move(own_key), std::nullopt, std::nullopt, std::nullopt))
+                if (co_await ended_as_sibling(j, std::move(own_key), std::nullopt, std::nullopt, std::nullopt)) {
+                    jobs.erase(j->key); // over: a later announce of its key starts a new round
                     co_return;
+                }
                 for (const auto& p : crowded) j->untry(p);
             }
             continue;
@@ -704,7 +723,6 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     d.raw = std::move(*bytes);
     const torrent_reply reply = co_await deliver(j, std::move(d));
     for (const auto& k : keys) handovers.erase(k);
-    if (stopping) co_return;
     mine->settled = true;
     mine->answered = reply;
     for (auto& w : mine->waiting)
@@ -750,12 +768,16 @@ asio::awaitable<bool> pipeline::impl::ended_as_sibling(std::shared_ptr<job> j, s
     for (const auto& k : keys)
         if (const auto it = handovers.find(k); it != handovers.end()) earlier = it->second;
     if (earlier) {
+        // The answer comes, shutdown or not (deliver), and this round ends as it says.
         earlier->waiting.push_back(j);
-        while (!earlier->settled && !stopping) {
+        ++answers_awaited;
+        j->awaiting_answer = true;
+        while (!earlier->settled) {
             j->wake.expires_at(asio::steady_timer::time_point::max());
             co_await wait(*j);
         }
-        if (stopping) co_return true;
+        j->awaiting_answer = false;
+        --answers_awaited;
         if (!earlier->answered) { // its torrent never reached the application: nor does this one
             complete(*j, cancelled(*j));
             co_return true;
@@ -783,11 +805,14 @@ void pipeline::impl::report_sink_failure(const job& j) {
                        " could not be stored (a sink failed); it is fetched again when it is next announced");
 }
 
+// Every round in flight ends now, cancelled, except those waiting for the application's
+// answer to a torrent (deliver, ended_as_sibling): the thread runs on until they settled.
 void pipeline::impl::shutdown_jobs() {
     stopping = true;
     drain_timer.cancel();
     for (auto& [key, j] : jobs) {
         for (auto& s : j->sessions) s->emit(asio::cancellation_type::terminal);
+        if (j->awaiting_answer) continue;
         j->wake.cancel();
         if (j->gated)
             complete(*j, cancelled(*j));
@@ -795,7 +820,7 @@ void pipeline::impl::shutdown_jobs() {
             retry.store->post_release(key, 0); // not gated yet: give the lease back
     }
     if (utp) utp->shutdown();
-    io.stop();
+    stop_when_answered();
 }
 
 pipeline::pipeline(const pipeline_options& o, application_port& app, const dhtc::clock& clock, retry_settings retry)

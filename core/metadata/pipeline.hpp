@@ -29,7 +29,8 @@ struct pipeline_options {
     std::size_t max_queue_size = 10'000;        ///< pending hashes
     std::size_t max_worker_count = 256;         ///< concurrent fetch jobs
     std::size_t peer_failure_cache_capacity = 200'000;
-    unsigned peer_failure_ttl_secs = 60;
+    unsigned peer_failure_ttl_secs = 60;      ///< a peer that timed out or refused the connection
+    unsigned refusal_ttl_secs = 600;          ///< a peer that refused us (handshake_failed); 0: not kept
     std::size_t max_metadata_size = 10 * 1024 * 1024;
     /// Metadata bytes held in flight across all jobs (leased and received pieces); a fetch
     /// that finds it spent waits, and fails as size_limit if its deadline passes first.

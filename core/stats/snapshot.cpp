@@ -362,6 +362,8 @@ constexpr field<cs> crawl_fields[] = {
     {"scrapes_started", &cs::scrapes_started, C, "dhtc_crawl_scrapes_started_total", {}, "Scrapes started."},
     {"scrapes_completed", &cs::scrapes_completed, C, "dhtc_crawl_scrapes_completed_total", {},
      "Scrapes ended (each answered with a scrape event)."},
+    {"scrapes_timed_out", &cs::scrapes_timed_out, C, "dhtc_crawl_scrapes_timed_out_total", {},
+     "Scrapes ended by crawl.scrape.timeout_secs: no node to ask, or answers missing (also in completed)."},
     {"scrapes_dropped", &cs::scrapes_dropped, C, "dhtc_crawl_scrapes_dropped_total", {},
      "Scrape requests refused because the scrape queue was full."},
     {"bootstrap_rounds", &cs::bootstrap_rounds, C, "dhtc_crawl_bootstrap_rounds_total", {}, "Bootstrap rounds run."},
@@ -547,6 +549,9 @@ void walk(const api::crawler& c, collector& out) {
     out.counter({"dht", "announces_refused_by_policy"}, "dhtc_dht_announces_refused_by_policy_total", {},
                 "Announces dropped because the announced peer failed the address policy.",
                 svc.announces_refused_by_policy());
+    out.counter({"dht", "announce_observations_dropped"}, "dhtc_dht_announce_observations_dropped_total", {},
+                "Announces not reported as observations: over announce_observations_per_sec.",
+                svc.announce_observations_dropped());
 
     // Crawl actor.
     const auto& cst = svc.crawl_stats();
@@ -667,6 +672,7 @@ void walk(const api::crawler& c, collector& out) {
         {"reply_queue", load(nc.reply_queue_dropped)},
         {"discovery_queue", load(cst.discoveries_dropped)},
         {"observations", load(dlc.observations_dropped)},
+        {"announce_observations", svc.announce_observations_dropped()},
         {"errors", load(dlc.errors_dropped)},
         {"sample_schedule", load(cst.sample_schedule_dropped)},
         {"lookups", load(cst.lookups_dropped)},

@@ -111,8 +111,9 @@ func WithPolling() Setting { return func(s *settings) { s.polling = true } }
 // crawler's callbacks.
 func WithErrors(fn func(message string)) Setting { return func(s *settings) { s.onError = fn } }
 
-// WithObservations receives hashes seen without a peer; the library drops (and counts)
-// them when this function falls behind.
+// WithObservations receives the hashes the DHT side saw: looked up, sampled, or announced
+// (with the announcing node and port); the library drops (and counts) them when this
+// function falls behind.
 func WithObservations(fn func(Observation)) Setting {
 	return func(s *settings) { s.onObservation = fn }
 }
@@ -398,8 +399,10 @@ func (c *Crawler) Poll(ctx context.Context) (Event, error) {
 // ErrNotFound when it was answered already or its time ran out. Any goroutine.
 // RequestScrape asks for a BEP-33 scrape of a torrent (40 hex characters; a v2 hash
 // truncated to 20 bytes): its estimate comes as one Scrape event (WithScrapes, or Poll)
-// within seconds. A hash already waiting is not scraped twice. Any goroutine, also inside
-// callbacks; an Error with ErrState after shutdown or when the request queue is full.
+// within seconds, and at the latest crawl.scrape.timeout_secs after the request (TimedOut:
+// no node to ask, or answers missing). A hash already waiting is not scraped twice. Any
+// goroutine, also inside callbacks; an Error with ErrState after shutdown or when the
+// request queue is full.
 func (c *Crawler) RequestScrape(infoHash string) error {
 	raw, err := hex.DecodeString(infoHash)
 	if err != nil || len(raw) != 20 {

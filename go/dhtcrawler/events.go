@@ -128,23 +128,29 @@ type ErrorEvent struct {
 	JSON    json.RawMessage `json:"-"`
 }
 
-// Observation is a hash seen without a peer (docs/events.md).
+// Observation is a hash the DHT side saw (docs/events.md): looked up ("get_peers"),
+// sampled ("bep51_sample") or announced ("announce", at most announce_observations_per_sec).
 type Observation struct {
-	InfoHash string          `json:"info_hash"`
-	Source   string          `json:"source"`
-	Kind     string          `json:"kind"` // "get_peers" or "bep51_sample"
-	JSON     json.RawMessage `json:"-"`
+	InfoHash string `json:"info_hash"`
+	Source   string `json:"source"` // the node, "ip:port", that queried us or sent the sample
+	Kind     string `json:"kind"`   // "get_peers", "bep51_sample" or "announce"
+	// Port is the port an announce named (the peer is Source's IP at it); 0 for other kinds.
+	Port uint16          `json:"-"`
+	At   time.Time       `json:"-"` // when the crawler saw it (whole seconds, UTC)
+	JSON json.RawMessage `json:"-"`
 }
 
 // Scrape is the answer to Crawler.RequestScrape (BEP-33): the swarm's seeders and leechers
 // estimated from the bloom filters of the nodes closest to the hash, Responders of which
 // described the swarm (0: nobody knew it, the estimates mean unknown) out of Queried.
+// TimedOut: crawl.scrape.timeout_secs ended it (no node to ask, or answers missing).
 type Scrape struct {
 	InfoHash   string          `json:"info_hash"`
 	Seeders    uint64          `json:"seeders"`
 	Leechers   uint64          `json:"leechers"`
 	Responders uint32          `json:"responders"`
 	Queried    uint32          `json:"queried"`
+	TimedOut   bool            `json:"timed_out"`
 	At         time.Time       `json:"-"` // when the scrape ended
 	JSON       json.RawMessage `json:"-"`
 }
@@ -205,9 +211,21 @@ func decodeEvent(doc string, info []byte) (Event, error) {
 		err = json.Unmarshal(raw, &e)
 		ev = e
 	case "observation":
-		e := Observation{JSON: raw}
+		var e struct {
+			Observation
+			Port *uint16 `json:"port"`
+			At   int64   `json:"at"`
+		}
 		err = json.Unmarshal(raw, &e)
-		ev = e
+		o := e.Observation
+		if e.Port != nil {
+			o.Port = *e.Port
+		}
+		if e.At != 0 {
+			o.At = time.Unix(e.At, 0).UTC()
+		}
+		o.JSON = raw
+		ev = o
 	case "scrape":
 		var e struct {
 			Scrape

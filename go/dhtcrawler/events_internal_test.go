@@ -28,6 +28,14 @@ func TestDecodeEveryEventType(t *testing.T) {
 		{`{"type":"error","schema":1,"message":"boom"}`, ErrorEvent{Message: "boom"}},
 		{`{"type":"observation","schema":1,"info_hash":"aa","source":"1.2.3.4:1","kind":"get_peers"}`,
 			Observation{InfoHash: "aa", Source: "1.2.3.4:1", Kind: "get_peers"}},
+		{`{"type":"observation","schema":1,"info_hash":"aa","source":"1.2.3.4:1","kind":"get_peers","port":null,"at":1767312000}`,
+			Observation{InfoHash: "aa", Source: "1.2.3.4:1", Kind: "get_peers", At: time.Unix(1767312000, 0).UTC()}},
+		{`{"type":"observation","schema":1,"info_hash":"aa","source":"1.2.3.4:6881","kind":"announce","port":51413,"at":1767312000}`,
+			Observation{InfoHash: "aa", Source: "1.2.3.4:6881", Kind: "announce", Port: 51413, At: time.Unix(1767312000, 0).UTC()}},
+		{`{"type":"scrape","schema":1,"info_hash":"aa","seeders":0,"leechers":0,"responders":0,"queried":0,"timed_out":true,"at":1767312000}`,
+			Scrape{InfoHash: "aa", TimedOut: true, At: time.Unix(1767312000, 0).UTC()}},
+		{`{"type":"scrape","schema":1,"info_hash":"aa","seeders":6,"leechers":4,"responders":8,"queried":8,"at":1767312000}`,
+			Scrape{InfoHash: "aa", Seeders: 6, Leechers: 4, Responders: 8, Queried: 8, At: time.Unix(1767312000, 0).UTC()}},
 	}
 	for _, tc := range cases {
 		ev, err := decodeEvent(tc.doc, nil)
@@ -77,6 +85,8 @@ func jsonOf(ev Event) []byte {
 		return e.JSON
 	case Observation:
 		return e.JSON
+	case Scrape:
+		return e.JSON
 	}
 	return nil
 }
@@ -97,6 +107,9 @@ func strip(ev Event) string {
 		e.JSON = nil
 		return fmt.Sprintf("%+v", e)
 	case Observation:
+		e.JSON = nil
+		return fmt.Sprintf("%+v", e)
+	case Scrape:
 		e.JSON = nil
 		return fmt.Sprintf("%+v", e)
 	}

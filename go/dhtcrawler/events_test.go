@@ -123,6 +123,40 @@ func TestRetryStoreEventsArriveByType(t *testing.T) {
 	}
 }
 
+// An announce reaches WithObservations as an observation of kind "announce": the node
+// that announced, the port it named and when.
+func TestAnnounceObservation(t *testing.T) {
+	observations := make(chan dhtcrawler.Observation, 64)
+	c := running(t, loopbackOptions(), dhtcrawler.WithObservations(func(o dhtcrawler.Observation) {
+		select {
+		case observations <- o:
+		default:
+		}
+	}))
+	node := newAnnouncer(t)
+	hash := hashOf(int(hashBase.Add(1)))
+	before := time.Now().Truncate(time.Second)
+	if err := node.announceFromHere(udpPort(t, c), hash, 51413); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case o := <-observations:
+			if o.Kind != "announce" {
+				continue
+			}
+			if o.InfoHash != hexOf(hash) || o.Source != node.conn.LocalAddr().String() || o.Port != 51413 ||
+				o.At.Before(before) || o.At.After(time.Now()) {
+				t.Errorf("announce observation %+v (node %s)", o, node.conn.LocalAddr())
+			}
+			return
+		case <-deadline:
+			t.Fatal("no announce observation")
+		}
+	}
+}
+
 // Polling: gates are answered (one fetched, one skipped), observations come, an unknown id
 // is not found, and after Shutdown the remaining events (the cancelled completion) are
 // polled before the end.

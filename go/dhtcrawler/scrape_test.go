@@ -7,7 +7,6 @@ package dhtcrawler_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,20 +42,34 @@ func TestRequestScrapeArguments(t *testing.T) {
 	}
 }
 
+// A scrape the crawler cannot start (no node known: no bootstrap) still ends, after
+// crawl.scrape.timeout_secs, with zero responders and TimedOut.
+func TestScrapeWithNoNodeToAskTimesOut(t *testing.T) {
+	options := loopbackOptions()
+	options["crawl"].(map[string]any)["scrape"] = map[string]any{"timeout_secs": 1}
+	scrapes := make(chan dhtcrawler.Scrape, 4)
+	c := running(t, options, dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
+	hash := fmt.Sprintf("%040x", 0x5c)
+	if err := c.RequestScrape(hash); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-scrapes:
+		if s.InfoHash != hash || !s.TimedOut || s.Responders != 0 || s.Queried != 0 || s.At.IsZero() {
+			t.Errorf("scrape %+v", s)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the scrape never ended")
+	}
+}
+
 func TestScrapeOfALibtorrentSwarm(t *testing.T) {
 	const seeders, leechers = 6, 4
 	if exec.Command("/usr/bin/python3", "-c", "import libtorrent").Run() != nil {
 		t.Skip("/usr/bin/python3 with python3-libtorrent is not installed")
 	}
 	scrapes := make(chan dhtcrawler.Scrape, 64)
-	c, err := dhtcrawler.New(loopbackOptions(), dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = c.Run(ctx) }()
+	c := running(t, loopbackOptions(), dhtcrawler.WithScrapes(func(s dhtcrawler.Scrape) { scrapes <- s }))
 	script, _ := filepath.Abs("../../tests/lt/lt_scrape_swarm.py")
 	cmd := exec.Command("/usr/bin/python3", script, "--bootstrap", fmt.Sprintf("127.0.0.1:%d", udpPort(t, c)),
 		"--seeders", fmt.Sprint(seeders), "--leechers", fmt.Sprint(leechers), "--nodes", "8", "--base", "130",

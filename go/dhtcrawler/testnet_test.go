@@ -105,7 +105,8 @@ func readTruth(t *testing.T, path string) []truthTorrent {
 		for _, s := range m["seeders"].([]any) {
 			tt.seeders[s.(string)] = true
 		}
-		for _, k := range []string{"announce_keys", "seeders", "seeder_policies", "seeder_behaviours", "first_served_at", "info_hash"} {
+		for _, k := range []string{"announce_keys", "seeders", "seeder_policies", "seeder_behaviours", "first_served_at",
+			"holders", "holders_shared_ip", "info_hash"} {
 			delete(m, k)
 		}
 		out = append(out, tt)

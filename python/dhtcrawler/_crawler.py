@@ -174,7 +174,8 @@ class Crawler:
         return fn
 
     def on_observation(self, fn: Optional[Callable[[Observation], Any]]) -> Any:
-        """``fn(observation)`` for hashes seen without a peer (dropped when you fall behind)."""
+        """``fn(observation)`` for the hashes the DHT side saw: looked up, sampled, or announced
+        (with the announcing node and port); dropped when you fall behind."""
         wrapped = None if fn is None else self._guard(
             "observation", fn, lambda text: fn(Observation.from_json(text)), None)
         self._call(self._native.set_observation, wrapped)
@@ -190,8 +191,9 @@ class Crawler:
     def request_scrape(self, info_hash: Union[str, bytes]) -> None:
         """Asks for a BEP-33 scrape of a torrent (40 hex characters or 20 bytes; a v2 hash
         truncated to 20 bytes): its swarm estimate comes as one :class:`Scrape` event, to
-        :meth:`on_scrape` or from :meth:`poll`, within seconds. A hash already waiting is not
-        scraped twice. Any thread, before or after start, also inside callbacks. Raises
+        :meth:`on_scrape` or from :meth:`poll`, within seconds, and at the latest
+        ``crawl.scrape.timeout_secs`` after the request (``timed_out``: no node to ask, or
+        answers missing). A hash already waiting is not scraped twice. Any thread, before or after start, also inside callbacks. Raises
         :class:`DhtcError` (``DHTC_ERR_STATE``) after shutdown or when the request queue is
         full (ask again later)."""
         raw = bytes.fromhex(info_hash) if isinstance(info_hash, str) else bytes(info_hash)

@@ -204,13 +204,24 @@ class Retry:
                    {k: v for k, v in doc.items() if k not in cls._KNOWN})
 
 
+def _unix_time(value: Any) -> Optional[datetime]:
+    """Unix seconds as an aware UTC datetime; None when absent or not an integer."""
+    return datetime.fromtimestamp(value, timezone.utc) if type(value) is int else None
+
+
 @dataclass(frozen=True)
 class Observation:
-    """A hash seen without a peer: ``kind`` is get_peers or bep51_sample."""
+    """A hash the DHT side saw: ``kind`` is get_peers (someone looked it up), bep51_sample (a
+    node sampled it) or announce (a node announced a peer for it; at most
+    ``announce_observations_per_sec``). ``source`` is that node, "ip:port"; ``port`` the port
+    an announce named (the peer is the source's IP at it), None for other kinds; ``at`` when
+    the crawler saw it."""
 
     info_hash: str
     source: str
     kind: str
+    port: Optional[int] = None
+    at: Optional[datetime] = None
 
     @classmethod
     def from_json(cls, text: str) -> "Observation":
@@ -218,7 +229,9 @@ class Observation:
 
     @classmethod
     def from_doc(cls, doc: Dict[str, Any]) -> "Observation":
-        return cls(str(doc.get("info_hash", "")), doc.get("source", ""), doc.get("kind", ""))
+        port = doc.get("port")
+        return cls(str(doc.get("info_hash", "")), doc.get("source", ""), doc.get("kind", ""),
+                   port if type(port) is int else None, _unix_time(doc.get("at")))
 
 
 @dataclass(frozen=True)
@@ -226,7 +239,8 @@ class Scrape:
     """The answer to :meth:`Crawler.request_scrape` (BEP-33): the swarm's ``seeders`` and
     ``leechers`` estimated from the bloom filters of the nodes closest to the hash, of which
     ``responders`` described the swarm (0: nobody knew it, the estimates mean unknown) out of
-    ``queried``; ``at`` is when the scrape ended."""
+    ``queried``; ``timed_out``: ``crawl.scrape.timeout_secs`` ended it (it had no node to ask,
+    or its answers did not all come); ``at`` is when the scrape ended."""
 
     info_hash: str
     seeders: int
@@ -234,6 +248,7 @@ class Scrape:
     responders: int
     queried: int
     at: Optional[datetime]
+    timed_out: bool = False
 
     @classmethod
     def from_json(cls, text: str) -> "Scrape":
@@ -241,10 +256,9 @@ class Scrape:
 
     @classmethod
     def from_doc(cls, doc: Dict[str, Any]) -> "Scrape":
-        at = doc.get("at")
         return cls(str(doc.get("info_hash", "")), _int(doc.get("seeders")), _int(doc.get("leechers")),
-                   _int(doc.get("responders")), _int(doc.get("queried")),
-                   datetime.fromtimestamp(int(at), timezone.utc) if isinstance(at, int) else None)
+                   _int(doc.get("responders")), _int(doc.get("queried")), _unix_time(doc.get("at")),
+                   doc.get("timed_out") is True)
 
 
 # ---- polled events (Crawler.poll) ----------------------------------------------------------

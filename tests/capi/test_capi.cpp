@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sqlite3.h>
 #include <sstream>
 #include <string>
@@ -270,6 +272,121 @@ TEST_CASE("shutdown from inside a callback ends run(); destroy there is refused"
     CHECK(dhtc_crawler_destroy(x.c) == DHTC_OK);
 }
 
+// Every event of one callback type, as parsed JSON; the wait is bounded.
+struct event_log {
+    std::mutex m;
+    std::vector<nlohmann::json> events;
+    static void keep(const char* json, void* u) {
+        auto* log = static_cast<event_log*>(u);
+        std::lock_guard l(log->m);
+        log->events.push_back(nlohmann::json::parse(json));
+    }
+    template <class Pred>
+    std::optional<nlohmann::json> wait_for(Pred match, std::chrono::seconds limit = 20s) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < until) {
+            {
+                std::lock_guard l(m);
+                for (const auto& e : events)
+                    if (match(e)) return e;
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        return std::nullopt;
+    }
+};
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+TEST_CASE("an announce reaches the observation callback with the announcing node, its port and the time") {
+    event_log log;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_set_observation_callback(c, &event_log::keep, &log) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    const auto before = unix_now();
+    announcer a;
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    REQUIRE(getsockname(a.fd, reinterpret_cast<sockaddr*>(&local), &len) == 0);
+    dhtc::id20 hash;
+    hash.bytes.fill(0x5c);
+    a.announce(udp_port_of(c), hash, 51413);
+    const auto seen = log.wait_for([](const nlohmann::json& e) { return e.at("kind") == "announce"; });
+    const auto after = unix_now();
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    REQUIRE(seen);
+    const auto& e = *seen;
+    CHECK(e.at("type") == "observation");
+    CHECK(e.at("info_hash") == hash.hex());
+    CHECK(e.at("source") == "127.0.0.1:" + std::to_string(ntohs(local.sin_port)));
+    CHECK(e.at("port") == 51413);
+    CHECK(e.at("at").get<std::int64_t>() >= before);
+    CHECK(e.at("at").get<std::int64_t>() <= after);
+    // The lookup before it is an observation too, without a port.
+    const auto lookup = log.wait_for([](const nlohmann::json& o) { return o.at("kind") == "get_peers"; }, 1s);
+    REQUIRE(lookup);
+    CHECK(lookup->at("port").is_null());
+}
+
+TEST_CASE("a scrape the crawler has no node for ends after crawl.scrape.timeout_secs with zero responders") {
+    auto options = nlohmann::json::parse(loopback_options);
+    options["crawl"]["scrape"]["timeout_secs"] = 1;
+    event_log log;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(options.dump().c_str(), &c) == DHTC_OK);
+    REQUIRE(dhtc_crawler_set_scrape_callback(c, &event_log::keep, &log) == DHTC_OK);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    unsigned char hash[20];
+    std::memset(hash, 0x7a, sizeof hash);
+    REQUIRE(dhtc_crawler_request_scrape(c, hash) == DHTC_OK); // no bootstrap source: no node, ever
+    const auto ended = log.wait_for([](const nlohmann::json&) { return true; });
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    REQUIRE(ended);
+    CHECK(ended->at("info_hash") == "7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a");
+    CHECK(ended->at("timed_out") == true);
+    CHECK(ended->at("responders") == 0);
+    CHECK(ended->at("queried") == 0);
+    CHECK(ended->at("seeders") == 0);
+    CHECK(ended->at("leechers") == 0);
+}
+
+// A torrent callback running at shutdown is waited for, by destroy as before, and now by the
+// pipeline too: its answer settles the round. destroy_timeout still gives up on it in time.
+TEST_CASE("a torrent callback running at shutdown settles its round; destroy_timeout gives up on it meanwhile") {
+    dhtc::test::fake_peer peer(fixture("v1_single"));
+    struct host {
+        std::atomic<bool> entered{false}, release{false};
+        event_log completions;
+    } h;
+    dhtc_crawler* c = nullptr;
+    REQUIRE(dhtc_crawler_create(loopback_options, &c) == DHTC_OK);
+    dhtc_crawler_set_torrent_ack_callback(
+        c,
+        [](const char*, const unsigned char*, size_t, void* u) {
+            auto* x = static_cast<host*>(u);
+            x->entered = true;
+            for (int i = 0; i < 1000 && !x->release; ++i) std::this_thread::sleep_for(10ms); // bounded
+            return int{DHTC_ANSWER_ACCEPT};
+        },
+        &h);
+    dhtc_crawler_set_completion_callback(c, &event_log::keep, &h.completions);
+    REQUIRE(dhtc_crawler_start(c) == DHTC_OK);
+    announcer a;
+    a.announce(udp_port_of(c), peer.info_hash(), peer.local_endpoint().port);
+    for (int i = 0; i < 1000 && !h.entered; ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(h.entered);
+    CHECK(dhtc_crawler_shutdown(c) == DHTC_OK);
+    CHECK(dhtc_crawler_destroy_timeout(c, 200) == DHTC_ERR_TIMEOUT); // the callback still runs
+    h.release = true;
+    CHECK(dhtc_crawler_destroy(c) == DHTC_OK);
+    std::lock_guard l(h.completions.m);
+    REQUIRE(h.completions.events.size() == 1);
+    CHECK(h.completions.events[0].at("outcome") == "accepted");
+}
+
 // A host whose first store fails: the first torrent is answered RETRY, every later one
 // ACCEPT. It records outcomes, retry states and error messages.
 struct retrying_host {
@@ -422,8 +539,8 @@ TEST_CASE("polling: gate and torrent events carry ids and are answered; completi
         if (rc == DHTC_ERR_TIMEOUT) continue;
         REQUIRE(rc == DHTC_OK);
         const auto ev = nlohmann::json::parse(take(json));
-        if (ev.at("type") == "observation") { // the announcer's get_peers, seen as an observation
-            CHECK(ev.at("kind") == "get_peers");
+        if (ev.at("type") == "observation") { // the announcer's get_peers and its announce
+            CHECK((ev.at("kind") == "get_peers" || ev.at("kind") == "announce"));
             continue;
         }
         types.push_back(ev.at("type"));

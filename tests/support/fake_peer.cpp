@@ -104,6 +104,15 @@ struct fake_peer::impl {
     tcp::acceptor acceptor;
     std::vector<int> raw_fds; // refuse / full_backlog: the listener and its fillers
     std::thread thread;
+    int open_connections = 0; // on the io thread only
+
+    /// The dict served under `key`: the first one's v1 or v2 key, or another's v1 key.
+    const std::string* dict_for(const id20& key) const {
+        if (key == v1_key || key == v2_key) return &info;
+        for (const auto& d : script.also_serves)
+            if (metadata::sha1_id(d) == key) return &d;
+        return nullptr;
+    }
 
     mutable std::mutex mu;
     mutable std::condition_variable cv;
@@ -142,11 +151,13 @@ public:
         // hold each behind the delayed ACK of the one before.
         std::error_code nd;
         sock_.set_option(tcp::no_delay(true), nd);
+        ++p_.open_connections;
         try {
             co_await talk();
         } catch (const std::exception&) {
             // The session closed the connection or the server is stopping.
         }
+        --p_.open_connections;
         std::error_code ignored;
         sock_.close(ignored);
         p_.update(idx_, [](conversation& c) { c.ended = true; });
@@ -216,7 +227,7 @@ private:
     std::string ext_handshake_payload() const {
         if (s_.ext_handshake_raw) return *s_.ext_handshake_raw;
         if (s_.mode == mode::ext_handshake_not_dict) return "i1e";
-        std::int64_t size = static_cast<std::int64_t>(p_.info.size());
+        std::int64_t size = static_cast<std::int64_t>(info_->size());
         if (s_.mode == mode::wrong_metadata_size) size += 1;
         if (s_.mode == mode::oversize_claim) size = std::int64_t{1} << 31;
         if (s_.mode == mode::huge_claim_silent) size = std::int64_t{10} << 20;
@@ -250,7 +261,10 @@ private:
             c.peer_id = theirs.peer_id;
         });
         // Like libtorrent: no torrent under that key, no answer.
-        if (!parsed || (theirs.info_hash != p_.v1_key && theirs.info_hash != p_.v2_key)) co_return;
+        if (!parsed) co_return;
+        info_ = p_.dict_for(theirs.info_hash);
+        if (!info_) co_return;
+        if (s_.refuse_while_busy && p_.open_connections > 1) co_return;
         if (s_.mode == mode::silent) co_return co_await read_loop();
 
         id20 key = theirs.info_hash;
@@ -347,7 +361,7 @@ private:
     asio::awaitable<void> answer(std::uint32_t piece) {
         if (stalled_ || session_ut_ == 0 || s_.mode == mode::ignore_requests || s_.mode == mode::huge_claim_silent)
             co_return;
-        const std::size_t size = p_.info.size();
+        const std::size_t size = info_->size();
         const std::size_t count = wire::piece_count(size);
         const bool first = !answered_;
         answered_ = true;
@@ -365,7 +379,7 @@ private:
 
         std::uint32_t sent_piece = piece;
         std::size_t total = size;
-        std::string data = p_.info.substr(piece * wire::metadata_piece_size, wire::piece_length(size, piece));
+        std::string data = info_->substr(piece * wire::metadata_piece_size, wire::piece_length(size, piece));
         switch (s_.mode) {
         case mode::wrong_metadata_size:
         case mode::total_size_mismatch: total = size + 1; break;
@@ -377,7 +391,7 @@ private:
             if (first) {
                 sent_piece = s_.target_piece;
                 if (sent_piece < count)
-                    data = p_.info.substr(sent_piece * wire::metadata_piece_size, wire::piece_length(size, sent_piece));
+                    data = info_->substr(sent_piece * wire::metadata_piece_size, wire::piece_length(size, sent_piece));
             }
             break;
         case mode::short_piece:
@@ -405,6 +419,7 @@ private:
     const peer_script& s_;
     tcp::socket sock_;
     std::size_t idx_;
+    const std::string* info_ = &p_.info; // the dict this connection asked for
     asio::steady_timer timer_;
     bencode::document doc_;
     std::uint8_t fake_ut_;

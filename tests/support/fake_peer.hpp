@@ -87,6 +87,11 @@ struct peer_script {
     std::string raw_after_ext;
     /// Replaces the ut_metadata payload of the first answer (dict + data) when set.
     std::optional<std::string> first_answer_raw;
+    /// More info dicts served besides the first, under their v1 keys (plaintext only).
+    std::vector<std::string> also_serves;
+    /// A connection that arrives while another is open has its handshake read, then is
+    /// closed: libtorrent refusing a second connection from us while it serves one.
+    bool refuse_while_busy = false;
 };
 
 /// What one connection received from the session under test.

@@ -66,6 +66,16 @@ const sim::received* reply_in(sim::sim_network& net, const endpoint& client, std
     return nullptr;
 }
 
+// A token of ours for `client` (a node with `id`), from a get_peers: what it announces with.
+std::string token_for(harness& h, const endpoint& client, const id20& id) {
+    h.net.add_client(client);
+    h.net.client_send(client, sim::make_get_peers("tk", id, h.net.random_id()));
+    h.net.run_for(200ms);
+    sim::parsed_packet r;
+    REQUIRE(reply_in(h.net, client, "tk", r) != nullptr);
+    return std::string(r.msg.response.token);
+}
+
 void check_fifo(harness& h, std::size_t nodes, const char* family) {
     const auto& qs = h.net.queries();
     REQUIRE(!qs.empty());
@@ -457,6 +467,66 @@ TEST_CASE("announce tokens are enforced end to end") {
     CHECK(r.msg.type == krpc::message_type::error);
     CHECK(h.sink.hashes.size() == 3);
     CHECK(get(h.service->responder_counters().bad_token) == 2);
+}
+
+TEST_CASE("announces reach the application as observations with their node, port and time, at most the rate") {
+    harness h;
+    h.options.announce_observations_per_sec = 2; // a burst of 2, then one every half second
+    h.start({});
+    const endpoint a{ip("60.0.0.1"), 7000};
+    const id20 id = h.net.random_id();
+    const std::string token = token_for(h, a, id);
+    const auto announces = [&] {
+        std::vector<crawl::observation> out;
+        for (const auto& o : h.sink.observations)
+            if (o.kind == crawl::hash_source::announce) out.push_back(o);
+        return out;
+    };
+
+    // Five announces at one instant: every one is captured, two are observed.
+    std::vector<id20> hashes;
+    for (int i = 0; i < 5; ++i) {
+        hashes.push_back(h.net.random_id());
+        h.net.client_send(a, sim::make_announce("x" + std::to_string(i), id, hashes.back(),
+                                                static_cast<std::uint16_t>(51413 + i), token, false));
+    }
+    const auto sent_at = h.clock.now();
+    h.net.run_for(100ms);
+    CHECK(h.sink.hashes.size() == 5);
+    auto seen = announces();
+    REQUIRE(seen.size() == 2);
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+        CHECK(seen[i].info_hash == hashes[i]);
+        CHECK(seen[i].source == a); // the announcing node
+        CHECK(seen[i].port == 51413 + i);
+        CHECK(seen[i].at >= sent_at);
+        CHECK(seen[i].at <= h.clock.now());
+    }
+    CHECK(h.service->announce_observations_dropped() == 3);
+
+    // Half a second later one more fits; with implied_port the port is the node's own.
+    h.net.run_for(500ms);
+    h.net.client_send(a, sim::make_announce("y1", id, h.net.random_id(), 0, token, true));
+    h.net.client_send(a, sim::make_announce("y2", id, h.net.random_id(), 6000, token, false));
+    h.net.run_for(100ms);
+    seen = announces();
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[2].port == 7000);
+    CHECK(h.service->announce_observations_dropped() == 4);
+    CHECK(h.sink.hashes.size() == 7);
+}
+
+TEST_CASE("announce_observations_per_sec 0: announces are captured and never observed") {
+    harness h;
+    h.options.announce_observations_per_sec = 0;
+    h.start({});
+    const endpoint a{ip("60.0.0.1"), 7000};
+    const id20 id = h.net.random_id();
+    h.net.client_send(a, sim::make_announce("x1", id, h.net.random_id(), 51413, token_for(h, a, id), false));
+    h.net.run_for(100ms);
+    CHECK(h.sink.hashes.size() == 1);
+    for (const auto& o : h.sink.observations) CHECK(o.kind != crawl::hash_source::announce);
+    CHECK(h.service->announce_observations_dropped() == 0); // off, not dropped
 }
 
 TEST_CASE("announces naming a private peer are answered but never reach the metadata side") {

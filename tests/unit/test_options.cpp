@@ -91,6 +91,7 @@ const char* const custom_document = R"({
   "hash_queue_capacity": 1234,
   "allow_private_addresses": true,
   "observation_queue_capacity": 77,
+  "announce_observations_per_sec": 12.5,
   "retry": {
     "store": {"kind": "sqlite", "path": "/var/lib/dhtc/state.sqlite", "conninfo": "postgresql://crawler@127.0.0.1/dhtc"},
     "owner_id": "crawler-a", "budget_share": 0.5, "lease_secs": 120, "batch": 32, "queue_capacity": 999,
@@ -105,7 +106,7 @@ const char* const custom_document = R"({
   },
   "metadata": {
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
-    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
+    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "refusal_ttl_secs": 900, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
     "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false, "encryption": "prefer_encrypted",
     "transports": "both", "delivered_filter": {"capacity": 7, "period_secs": 3600}
   },
@@ -130,7 +131,8 @@ const char* const custom_document = R"({
                   "snapshot_refresh_millis": 16},
     "bep51": {"enabled": false, "max_sample_rate_per_sec": 0, "min_interval_secs": 17,
               "max_lookup_rate_per_sec": 0.5, "max_concurrent_lookups": 18, "lookup_queue_capacity": 19,
-              "queries_per_lookup": 20, "store_capacity": 21, "answer_interval_secs": 21600}
+              "queries_per_lookup": 20, "store_capacity": 21, "answer_interval_secs": 21600},
+    "scrape": {"timeout_secs": 7}
   }
 })";
 
@@ -153,6 +155,7 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK(o.metadata.max_worker_count == 256);
     CHECK(o.metadata.peer_failure_cache_capacity == 200000);
     CHECK(o.metadata.peer_failure_ttl_secs == 60);
+    CHECK(o.metadata.refusal_ttl_secs == 600);
     CHECK(o.metadata.max_metadata_size == 10 * 1024 * 1024); // the seed's 10 MiB payload cap
     // crawl.rate_limit.
     const auto& rl = o.dht.crawl.rate_limit;
@@ -205,6 +208,8 @@ TEST_CASE("an empty document gives the seed's defaults, unchanged") {
     CHECK_FALSE(o.dht.seed.has_value());
     CHECK_FALSE(o.metadata.bind_v4.has_value());
     CHECK(o.observation_queue_capacity == 4096);
+    CHECK(c.announce_observations_per_sec == 100);
+    CHECK(c.scrape.timeout_secs == 30);
 }
 
 TEST_CASE("the default document: every key, pretty, and the same as the struct defaults") {
@@ -218,7 +223,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 102);
+    CHECK(default_leaves().size() == 105);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
@@ -242,6 +247,8 @@ TEST_CASE("every key lands in its field") {
     CHECK(o.metadata.hash_queue_capacity == 1234);
     CHECK(o.dht.crawl.allow_private_addresses);
     CHECK(o.observation_queue_capacity == 77);
+    CHECK(o.dht.crawl.announce_observations_per_sec == 12.5);
+    CHECK(o.dht.crawl.scrape.timeout_secs == 7);
     CHECK(o.retry.kind == dhtc::retry::store_kind::sqlite);
     CHECK(o.retry.path == "/var/lib/dhtc/state.sqlite");
     CHECK(o.retry.conninfo == "postgresql://crawler@127.0.0.1/dhtc");
@@ -271,6 +278,7 @@ TEST_CASE("every key lands in its field") {
     CHECK(m.max_worker_count == 32);
     CHECK(m.peer_failure_cache_capacity == 0);
     CHECK(m.peer_failure_ttl_secs == 120);
+    CHECK(m.refusal_ttl_secs == 900);
     CHECK(m.max_metadata_size == 4194304);
     CHECK(m.max_in_flight_bytes == 1048576);
     CHECK(m.max_attempts == 5);
@@ -609,6 +617,7 @@ TEST_CASE("capacities, in-flight limits, counts and timeouts are raised to at le
         "crawl.bep51.lookup_queue_capacity",
         "crawl.bep51.queries_per_lookup",
         "crawl.bep51.store_capacity",
+        "crawl.scrape.timeout_secs",
         "crawl.rate_limit.burst", // a bucket below one token never grants
     };
     for (const std::string key : keys) {
@@ -627,6 +636,7 @@ TEST_CASE("capacities, in-flight limits, counts and timeouts are raised to at le
         "port",
         "metadata.peer_failure_cache_capacity",
         "metadata.peer_failure_ttl_secs",
+        "metadata.refusal_ttl_secs",
         "metadata.delivered_filter.capacity",
         "metadata.delivered_filter.period_secs",
         "crawl.rate_limit.max_find_node_rate_per_sec",
@@ -646,6 +656,7 @@ TEST_CASE("capacities, in-flight limits, counts and timeouts are raised to at le
         "crawl.bep51.min_interval_secs",
         "crawl.bep51.max_lookup_rate_per_sec",
         "crawl.bep51.answer_interval_secs",
+        "announce_observations_per_sec",
     };
     for (const std::string key : zero_ok) {
         CAPTURE(key);
@@ -669,6 +680,7 @@ TEST_CASE("percentages, component ceilings and rates are lowered, and reported")
         {"metadata.peer_failure_cache_capacity", std::uint64_t{1} << 24, (1u << 24) - 2},
         {"metadata.delivered_filter.capacity", 20'000'000, (1u << 24) - 2},
         {"metadata.peer_failure_ttl_secs", 86401, 86400},
+        {"metadata.refusal_ttl_secs", 86401, 86400},
         {"metadata.max_metadata_size", std::uint64_t{1} << 30, 256u * 1024 * 1024},
         {"metadata.max_worker_count", 1'000'000, 65535},
         {"crawl.pool.capacity", 20'000'000, (1u << 24) - 2},

@@ -254,4 +254,34 @@ TEST_CASE("memory and allocation at the default capacity") {
     if (COUNT_ALLOCATIONS) CHECK(g_allocations.load() == before);
 }
 
+TEST_CASE("peer_failures: unreachable peers for the failure TTL, refusals for theirs, other classes not at all") {
+    using fc = api::failure_class;
+    manual_clock clk;
+    peer_failures f(peer_failures_options{100, 60s, 600s, 5});
+    const auto t = clk.now();
+    f.record(v4(1), fc::connect_timeout, t);
+    f.record(v4(2), fc::handshake_failed, t);
+    for (const auto c : {fc::rejected, fc::hash_mismatch, fc::disconnected, fc::encryption_failed, fc::protocol_error,
+                         fc::no_metadata_support, fc::cancelled, fc::sink_failed})
+        f.record(v4(3), c, t);
+    CHECK(f.contains(v4(1), t + 59s));
+    CHECK_FALSE(f.contains(v4(1), t + 60s));
+    CHECK(f.contains(v4(2), t + 599s));
+    CHECK_FALSE(f.contains(v4(2), t + 600s));
+    CHECK_FALSE(f.contains(v4(3), t));
+    CHECK(f.unreachable().size() == 1);
+    CHECK(f.refused().size() == 1);
+    for (const auto c : {fc::connect_refused, fc::connect_timeout, fc::utp_timeout, fc::timeout})
+        CHECK(peer_failures::remembered_as(c) == peer_failures::kind::unreachable);
+    CHECK(peer_failures::remembered_as(fc::handshake_failed) == peer_failures::kind::refused);
+
+    // A refusal TTL of 0 keeps refusals out; the unreachable part works as before.
+    peer_failures off(peer_failures_options{100, 60s, 0s, 5});
+    off.record(v4(2), fc::handshake_failed, t);
+    off.record(v4(1), fc::timeout, t);
+    CHECK_FALSE(off.contains(v4(2), t));
+    CHECK(off.contains(v4(1), t));
+    CHECK_FALSE(off.refused().enabled());
+}
+
 } // TEST_SUITE

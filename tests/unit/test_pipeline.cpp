@@ -11,6 +11,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "api/delivery.hpp"
 #include "metadata/hashing.hpp"
 #include "metadata/pipeline.hpp"
@@ -54,6 +56,7 @@ struct app {
     int retry_first = 0;                  ///< this many torrents are answered retry (a sink failed)
     std::chrono::milliseconds torrent_delay{0};
     std::function<void()> in_gate; ///< runs inside the gate callback, before it answers
+    std::function<void()> in_torrent; ///< runs inside the torrent callback, before it answers
 
 
     api::event_handlers callbacks(bool with_torrent = true) {
@@ -67,6 +70,7 @@ struct app {
         if (with_torrent)
             cb.torrent = [this](const api::delivery& d) {
                 std::this_thread::sleep_for(torrent_delay);
+                if (in_torrent) in_torrent();
                 std::lock_guard l(m);
                 if (throw_in_torrent) throw std::runtime_error("boom");
                 torrents.push_back(d);
@@ -303,6 +307,118 @@ TEST_CASE("the peer failure cache: a refused peer is not tried again, and that i
     CHECK(r.pipe.counters().failure_cache_hits.load() == 1);
 }
 
+id20 numbered_hash(std::uint8_t n) {
+    id20 h;
+    h.bytes.fill(0xd0);
+    h.bytes[19] = n;
+    return h;
+}
+
+TEST_CASE("a peer that refused us is skipped for metadata.refusal_ttl_secs, longer than an unreachable one") {
+    test::peer_script refusing;
+    refusing.mode = test::peer_mode::short_handshake; // handshake_failed, as a PE-forcing peer under tcp
+    test::fake_peer peer(fixture("v1_single"), refusing);
+    auto o = rig::options(); // peer_failure_ttl_secs 60, refusal_ttl_secs 600
+    o.encryption = metadata::encryption_policy::disable; // one connection per attempt, no MSE fallback
+    rig r(o);
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    // Re-announces of other torrents at that endpoint: skipped, past the unreachable TTL too.
+    r.offer(numbered_hash(1), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.clock.advance(61s);
+    r.offer(numbered_hash(2), peer.local_endpoint());
+    REQUIRE(r.wait_completions(3));
+    CHECK(peer.conversations().size() == 1);
+    // Once the refusal TTL has passed it is asked again.
+    r.clock.advance(540s);
+    r.offer(numbered_hash(3), peer.local_endpoint());
+    REQUIRE(r.wait_completions(4));
+    r.stop();
+    CHECK(peer.conversations().size() == 2);
+    const auto& c = r.a.completions;
+    CHECK(c[0].failure == api::failure_class::handshake_failed);
+    CHECK(c[0].attempts == 1);
+    for (std::size_t i : {1, 2}) {
+        CHECK(c[i].failure == api::failure_class::no_peers);
+        CHECK(c[i].attempts == 0);
+    }
+    CHECK(c[3].failure == api::failure_class::handshake_failed);
+    CHECK(c[3].attempts == 1);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 2);
+}
+
+TEST_CASE("metadata.refusal_ttl_secs 0: a peer that refused us is asked again at its next announce") {
+    test::peer_script refusing;
+    refusing.mode = test::peer_mode::short_handshake;
+    test::fake_peer peer(fixture("v1_single"), refusing);
+    auto o = rig::options();
+    o.encryption = metadata::encryption_policy::disable;
+    o.refusal_ttl_secs = 0;
+    rig r(o);
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.offer(numbered_hash(1), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    CHECK(peer.conversations().size() == 2);
+    CHECK(r.a.completions[1].failure == api::failure_class::handshake_failed);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 0);
+}
+
+// A peer may refuse a second connection from us while it serves one (libtorrent sees every
+// uTP connection of ours come from one port). That refusal is not the peer's: the round asks
+// again once the other session ended, and nothing is remembered against the peer.
+TEST_CASE("a peer that refused us while another round of ours had it open is asked again, not remembered") {
+    test::peer_script busy;
+    busy.refuse_while_busy = true;
+    busy.delay = 100ms; // the first round's session stays open a while
+    busy.also_serves.push_back(fixture("v1_multi"));
+    test::fake_peer peer(fixture("v1_single"), busy);
+    const id20 second = metadata::sha1_id(busy.also_serves[0]);
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (peer.conversations().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    r.offer(second, peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    for (const auto& c : r.a.completions) {
+        CAPTURE(c.info_hash.hex());
+        CHECK(c.result == api::outcome::accepted);
+    }
+    CHECK(r.a.torrents.size() == 2);
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 0);
+    CHECK(peer.conversations().size() >= 3); // served, refused while busy, asked again and served
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(api::failure_class::handshake_failed)].load() ==
+          0);
+}
+
+// A hybrid's second round, refused while the first had the peer open, ends as the first's
+// delivery did. It must leave the rounds in flight then: a later announce of its key starts a
+// new round instead of joining the one that ended.
+TEST_CASE("a round that ended as its sibling's delivery leaves no trace: its key is fetched again later") {
+    test::peer_script busy;
+    busy.refuse_while_busy = true;
+    busy.delay = 100ms;
+    test::fake_peer peer(fixture("hybrid_multi"), busy);
+    rig r;
+    r.a.retry_first = 1;        // the first delivery could not be stored: both keys end sink_failed
+    r.a.torrent_delay = 300ms;  // the second round waits for that answer
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (peer.conversations().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    r.offer(peer.v2_key(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.offer(peer.v2_key(), peer.local_endpoint()); // announced again
+    REQUIRE(r.wait_completions(3));
+    r.stop();
+    CHECK(r.a.completions[0].result == api::outcome::sink_failed);
+    CHECK(r.a.completions[1].result == api::outcome::sink_failed);
+    CHECK(r.a.completions[2].result == api::outcome::accepted);
+    CHECK(r.a.torrents.size() == 2);
+}
+
 TEST_CASE("several peers share the pieces of a multi-piece dict") {
     const std::string dict = big_dict(3000); // ~4 metadata pieces
     test::fake_peer p1(dict), p2(dict);
@@ -480,6 +596,84 @@ TEST_CASE("a torrent fetched while the application is closing is not offered, an
     CHECK(r.a.torrents.empty());
     REQUIRE(r.a.completions.size() == 1);
     CHECK(r.a.completions[0].result == api::outcome::cancelled);
+}
+
+// Waits (bounded) until `flag` is set.
+bool wait_flag(const std::atomic<bool>& flag, std::chrono::seconds limit = 10s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!flag && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
+    return flag;
+}
+
+// A torrent the application has when the pipeline stops is answered still: push mode waits
+// for the running callback (destroy waits for it anyway), and the round settles as it
+// answered. Before, the round got no completion, and a retry store's lease expired instead.
+TEST_CASE("a torrent whose callback runs when the pipeline stops: the stop waits, and the round settles as answered") {
+    test::fake_peer peer(fixture("v1_single"));
+    rig r;
+    std::atomic<bool> entered{false}, release{false}, stopped{false};
+    r.a.in_torrent = [&] {
+        entered = true;
+        wait_flag(release); // bounded
+    };
+    SUBCASE("accepted") {}
+    SUBCASE("rejected") { r.a.accept = false; }
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(wait_flag(entered));
+    std::thread stopper([&] {
+        r.pipe.stop();
+        stopped = true;
+    });
+    std::this_thread::sleep_for(50ms); // the stop is under way: it has nothing else to wait for
+    const bool stopped_before_answer = stopped;
+    release = true;
+    stopper.join();
+    r.stop();
+    CHECK_FALSE(stopped_before_answer);
+    REQUIRE(r.a.torrents.size() == 1);
+    REQUIRE(r.a.completions.size() == 1);
+    CHECK(r.a.completions[0].result == (r.a.accept ? api::outcome::accepted : api::outcome::delivery_rejected));
+}
+
+// The same when the host polls: the answer to a torrent it took before shutdown is awaited
+// for metadata.gate_timeout_millis (the answer table's time); one that does not come ends
+// the round cancelled (shut down while in flight), not sink_failed.
+TEST_CASE("polling: a torrent taken before shutdown settles with the answer that comes, or cancelled without one") {
+    test::fake_peer peer(fixture("v1_single"));
+    manual_clock clock;
+    api::event_delivery delivery{api::delivery_options{1024, 1024, 300ms}};
+    delivery.configure({}, true);
+    delivery.start();
+    metadata::pipeline pipe(rig::options(), delivery, clock);
+    pipe.start();
+    REQUIRE(pipe.ingress().try_push(api::hash_event{peer.info_hash(), peer.local_endpoint(), peer.local_endpoint(),
+                                                    api::hash_source::announce, clock.now()}));
+    const auto type_of = [](const api::polled_event& e) { return nlohmann::json::parse(e.json).at("type").get<std::string>(); };
+    std::optional<std::uint64_t> torrent_id;
+    api::polled_event e;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!torrent_id && std::chrono::steady_clock::now() < until) {
+        if (delivery.poll(100ms, e) != api::event_delivery::poll_status::event) continue;
+        const auto doc = nlohmann::json::parse(e.json);
+        if (type_of(e) == "gate") delivery.answer_event(doc.at("id"), 1);
+        if (type_of(e) == "torrent") torrent_id = doc.at("id").get<std::uint64_t>();
+    }
+    REQUIRE(torrent_id);
+    delivery.close_input(); // as the crawler does first
+    std::thread stopper([&] { pipe.stop(); });
+    std::string expected = "cancelled";
+    SUBCASE("answered after shutdown began") {
+        CHECK(delivery.answer_event(*torrent_id, static_cast<int>(api::answer::accept)));
+        expected = "accepted";
+    }
+    SUBCASE("never answered") {}
+    stopper.join();
+    delivery.finish();
+    std::vector<std::string> outcomes;
+    while (delivery.poll(2s, e) == api::event_delivery::poll_status::event)
+        if (type_of(e) == "completion") outcomes.push_back(nlohmann::json::parse(e.json).at("outcome"));
+    delivery.join(std::nullopt);
+    CHECK(outcomes == std::vector<std::string>{expected});
 }
 
 TEST_CASE("shutdown while fetching: every gated round completes exactly once, as cancelled") {

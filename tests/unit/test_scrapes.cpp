@@ -1,5 +1,6 @@
-// The scrape lookups' own rules, without a network: who is asked, when a scrape ends, how
-// filters and values-only replies are counted, and the bounded request queue.
+// The scrape lookups' own rules, without a network: who is asked, when a scrape ends (its
+// nodes answered, or its deadline passed), how filters and values-only replies are counted,
+// and the bounded request queue.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -7,8 +8,10 @@
 
 #include "crawl/scrapes.hpp"
 #include "krpc/message.hpp"
+#include "net/clock.hpp"
 
 using namespace dhtc;
+using namespace std::chrono_literals;
 using dhtc::crawl::scrape_options;
 using dhtc::crawl::scrapes;
 
@@ -37,8 +40,9 @@ std::string filter_of(std::initializer_list<const char*> ips) {
 TEST_CASE("a scrape asks the closest nodes, merges their filters and ends when they answered") {
     scrapes s(scrape_options{});
     const id20 target = id_with(0);
-    REQUIRE(s.want(target));
-    CHECK(s.want(target)); // queued already: not twice
+    const time_point t0{};
+    REQUIRE(s.want(target, t0));
+    CHECK(s.want(target, t0)); // queued already: not twice
     CHECK(s.queued() == 1);
     std::vector<krpc::node_entry> seeds;
     for (int i = 0; i < 10; ++i) seeds.push_back(node(static_cast<std::uint8_t>(i + 1), 1000 + i));
@@ -58,7 +62,7 @@ TEST_CASE("a scrape asks the closest nodes, merges their filters and ends when t
             scrapes::reply r;
             r.seeds_filter = q.to.ep.port % 2 ? seeds_a : seeds_b;
             r.peers_filter = peers;
-            if (auto done = s.on_reply(q.slot, q.to.ep, r)) result = done;
+            if (auto done = s.on_reply(q.slot, q.target, q.to.ep, r)) result = done;
         }
     }
     REQUIRE(result);
@@ -69,13 +73,14 @@ TEST_CASE("a scrape asks the closest nodes, merges their filters and ends when t
     CHECK(result->leechers == 1);
     CHECK(result->responders == 8);
     CHECK(result->queried == 8);
+    CHECK_FALSE(result->timed_out);
     CHECK(s.active() == 0);
     CHECK(s.completed() == 1);
 }
 
 TEST_CASE("failures let farther candidates in; values-only replies count as peers unless seeds") {
     scrapes s(scrape_options{1, 4, 24});
-    REQUIRE(s.want(id_with(0)));
+    REQUIRE(s.want(id_with(0), time_point{}));
     std::vector<krpc::node_entry> seeds;
     for (int i = 0; i < 9; ++i) seeds.push_back(node(static_cast<std::uint8_t>(i + 1), 2000 + i));
     REQUIRE(s.start(seeds));
@@ -95,13 +100,13 @@ TEST_CASE("failures let farther candidates in; values-only replies count as peer
         ++n;
         if (q->to.ep.port == 2000) { // the closest times out: the 9th candidate is asked instead
             ++failed;
-            result = s.on_failure(q->slot, q->to.ep);
+            result = s.on_failure(q->slot, q->target, q->to.ep);
             continue;
         }
         scrapes::reply r;
         if (q->to.ep.port == 2001) r.seeds_filter = seed;
         else r.values = &*vals;
-        result = s.on_reply(q->slot, q->to.ep, r);
+        result = s.on_reply(q->slot, q->target, q->to.ep, r);
     }
     CHECK(failed == 1);
     CHECK(n == 9);
@@ -112,10 +117,89 @@ TEST_CASE("failures let farther candidates in; values-only replies count as peer
 
 TEST_CASE("the request queue is bounded and counts what it refuses") {
     scrapes s(scrape_options{1, 2, 24});
-    CHECK(s.want(id_with(1)));
-    CHECK(s.want(id_with(2)));
-    CHECK_FALSE(s.want(id_with(3)));
+    CHECK(s.want(id_with(1), time_point{}));
+    CHECK(s.want(id_with(2), time_point{}));
+    CHECK_FALSE(s.want(id_with(3), time_point{}));
     CHECK(s.dropped() == 1);
     CHECK_FALSE(s.start({})); // no seed: nothing starts
     CHECK(s.queued() == 2);
+}
+
+TEST_CASE("a scrape with no node to ask ends at its deadline, with zero responders") {
+    scrape_options o;
+    o.timeout_secs = 5;
+    scrapes s(o);
+    const time_point t0 = time_point{} + 1h;
+    REQUIRE(s.want(id_with(1), t0));
+    REQUIRE(s.want(id_with(2), t0 + 2s));
+    CHECK_FALSE(s.start({})); // the crawler knows no node yet
+    std::vector<crawl::scrape_result> ended;
+    s.expire(t0 + 5s - 1ms, ended);
+    CHECK(ended.empty());
+    s.expire(t0 + 5s, ended);
+    REQUIRE(ended.size() == 1); // the second has 2 s left
+    CHECK(ended[0].info_hash == id_with(1));
+    CHECK(ended[0].timed_out);
+    CHECK(ended[0].responders == 0);
+    CHECK(ended[0].queried == 0);
+    CHECK(ended[0].seeders == 0);
+    CHECK(ended[0].leechers == 0);
+    s.expire(t0 + 7s, ended);
+    REQUIRE(ended.size() == 2);
+    CHECK(ended[1].info_hash == id_with(2));
+    CHECK(s.queued() == 0);
+    CHECK(s.completed() == 2);
+    CHECK(s.timed_out() == 2);
+}
+
+TEST_CASE("a scrape whose nodes do not all answer ends at its deadline with what came; late answers are ignored") {
+    scrape_options o;
+    o.max_concurrent = 1;
+    o.timeout_secs = 10;
+    scrapes s(o);
+    const time_point t0 = time_point{} + 1h;
+    const std::string seeds_filter = filter_of({"1.1.1.1", "1.1.1.2"});
+    std::vector<krpc::node_entry> seeds;
+    for (int i = 0; i < 4; ++i) seeds.push_back(node(static_cast<std::uint8_t>(i + 1), 3000 + i));
+    REQUIRE(s.want(id_with(0), t0));
+    REQUIRE(s.start(seeds));
+    std::vector<scrapes::query> out;
+    while (auto q = s.next()) out.push_back(*q);
+    REQUIRE(out.size() == scrapes::parallelism);
+    // One node answers; the other two never do (their queries are still out at the deadline).
+    scrapes::reply answered;
+    answered.seeds_filter = seeds_filter;
+    CHECK_FALSE(s.on_reply(out[0].slot, out[0].target, out[0].to.ep, answered));
+    REQUIRE(s.next()); // the fourth node, asked in its place, does not answer either
+    std::vector<crawl::scrape_result> ended;
+    s.expire(t0 + 10s - 1ms, ended);
+    CHECK(ended.empty());
+    s.expire(t0 + 10s, ended);
+    REQUIRE(ended.size() == 1);
+    CHECK(ended[0].timed_out);
+    CHECK(ended[0].responders == 1);
+    CHECK(ended[0].seeders == 2);
+    CHECK(ended[0].queried == 4);
+    CHECK(s.active() == 0);
+
+    // The slot serves the next request; a late answer to the ended scrape changes nothing.
+    REQUIRE(s.want(id_with(9), t0 + 11s));
+    REQUIRE(s.start(seeds));
+    const auto fresh = s.next();
+    REQUIRE(fresh);
+    CHECK(fresh->slot == out[1].slot);
+    scrapes::reply late;
+    late.peers_filter = filter_of({"2.2.2.2"});
+    CHECK_FALSE(s.on_reply(out[1].slot, out[1].target, out[1].to.ep, late));
+    CHECK_FALSE(s.on_failure(out[2].slot, out[2].target, out[2].to.ep));
+    CHECK(s.active() == 1);
+    std::optional<crawl::scrape_result> second = s.on_reply(fresh->slot, fresh->target, fresh->to.ep, {});
+    while (!second) {
+        const auto q = s.next();
+        REQUIRE(q);
+        second = s.on_reply(q->slot, q->target, q->to.ep, {});
+    }
+    CHECK(second->info_hash == id_with(9));
+    CHECK_FALSE(second->timed_out);
+    CHECK(second->leechers == 0); // the late answer's peers are not in it
 }

@@ -132,7 +132,7 @@ const std::vector<std::string> dht_keys = {
     "replies_send_failed", "foreign_transactions", "reply_queue_dropped", "ping", "find_node", "get_peers",
     "announce_peer", "sample_infohashes", "unknown_answered", "unknown_refused", "malformed", "bad_token", "own_id",
     "bootstrap_lookups", "budget_refused_source", "budget_refused_packets", "budget_refused_bytes",
-    "announces_refused_by_policy"};
+    "announces_refused_by_policy", "announce_observations_dropped"};
 
 const std::vector<std::string> crawl_keys = {
     "pool_size", "pool_capacity", "responsive_size", "in_flight", "queries_find_node", "queries_bootstrap",
@@ -140,7 +140,8 @@ const std::vector<std::string> crawl_keys = {
     "reply_own_id", "timeouts", "send_failed", "rate_limited_turns", "refused_new_destination", "refused_subnet",
     "refused_in_flight", "refused_policy", "skipped_recent", "skipped_zero_id", "pool_accepted", "pool_replaced",
     "pool_duplicate", "pool_bogon", "pool_over_budget", "pool_family_full", "samples_received",
-    "sample_schedule_dropped", "samples_remembered", "sample_skipped_remembered", "lookups_started", "lookups_dropped", "lookup_peers", "bootstrap_rounds",
+    "sample_schedule_dropped", "samples_remembered", "sample_skipped_remembered", "lookups_started", "lookups_dropped", "lookup_peers",
+    "scrapes_completed", "scrapes_timed_out", "bootstrap_rounds",
     "discoveries_dropped", "replies_dropped", "query_rate_millis"};
 
 const std::vector<std::string> metadata_keys = {
@@ -167,7 +168,8 @@ const std::vector<std::string> delivery_keys = {"gates", "torrents", "completion
                                                 "observations_dropped", "errors_dropped", "callback_exceptions"};
 
 const std::vector<std::string> drop_keys = {
-    "hash_ingress", "reply_queue", "discovery_queue", "observations", "errors", "sample_schedule", "lookups",
+    "hash_ingress", "reply_queue", "discovery_queue", "observations", "announce_observations", "errors",
+    "sample_schedule", "lookups",
     "udp_tx", "udp_rx_oversize", "replies_over_budget", "reply_send_failed", "query_send_failed",
     "metadata_pending_refused"};
 

@@ -2,7 +2,9 @@
 delivered, and refreshes of the stored torrents at a bounded rate (``--scrape-rate``),
 never-measured ones first, then the hottest (most often seen) and newest. Each answer is
 stored with its time (sinks: ``set_swarm``); an answer no node could give (nobody knew the
-swarm) records the time only, so the torrent waits for its next refresh.
+swarm) records the time only, so the torrent waits for its next refresh. A scrape that asked
+nobody (it timed out before the crawler knew a node) records nothing: the torrent is asked
+for again.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class SwarmScraper:
         with self._lock:
             self._pending.pop(s.info_hash, None)
             self.answered += 1
+        if s.timed_out and s.queried == 0:
+            return  # nobody was asked: nothing is known, and it stays due
         at = int((s.at.timestamp() if s.at else time.time()))
         try:
             if s.responders > 0:

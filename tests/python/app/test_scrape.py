@@ -45,6 +45,37 @@ def test_scrape_event_and_request_arguments():
         c.close()
 
 
+def test_the_scraper_stores_what_nodes_said_and_nothing_for_a_scrape_that_asked_nobody():
+    from datetime import datetime, timezone
+
+    from dhtcrawler.app.swarm import SwarmScraper
+
+    class FakeCrawler:
+        def on_scrape(self, fn):
+            self.deliver = fn
+
+        def request_scrape(self, _h):
+            pass
+
+    class FakeDb:
+        def __init__(self):
+            self.swarms = []
+
+        def set_swarm(self, *row):
+            self.swarms.append(row)
+
+    crawler, db = FakeCrawler(), FakeDb()
+    scraper = SwarmScraper(crawler, db, 0)
+    at = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    for h in ("ab" * 20, "cd" * 20, "ef" * 20):
+        assert scraper.request(h)
+    crawler.deliver(Scrape("ab" * 20, 0, 0, 0, 0, at, timed_out=True))  # the crawler knew no node
+    crawler.deliver(Scrape("cd" * 20, 0, 0, 0, 8, at, timed_out=True))  # asked, nobody answered
+    crawler.deliver(Scrape("ef" * 20, 6, 4, 8, 8, at))
+    assert db.swarms == [("cd" * 20, None, None, int(at.timestamp())), ("ef" * 20, 6, 4, int(at.timestamp()))]
+    assert scraper.answered == 3 and not scraper._pending
+
+
 def test_polled_scrape_of_a_libtorrent_swarm(lt_scrape_swarm):
     c = Crawler(loopback_options())
     c.enable_polling()

@@ -1,6 +1,7 @@
 """The typed events of the Python API: the three answers (Answer), Retry events through
 their own callback and through polling, completions that never fail to decode (sink_failed
-included), and the polling API (poll, answer, unknown types skipped with a log line).
+included), announces as observations, scrapes that end when nobody answers, and the polling
+API (poll, answer, unknown types skipped with a log line).
 
 Torrents come from the BEP-9 peer of conftest.py, announced over KRPC on 127.0.0.1."""
 
@@ -9,11 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import datetime, timezone
 
 import pytest
 
 import dhtcrawler
-from dhtcrawler import Answer, Completion, Retry
+from dhtcrawler import Answer, Completion, Observation, Retry, Scrape
 
 from conftest import loopback_options, port_of, wait_for
 
@@ -100,7 +102,51 @@ def test_decode_event_types_and_unknown_ones():
     assert isinstance(ev, TorrentRequest) and ev.id == 9 and ev.torrent.name == "n" and ev.torrent.info == b"d4:infoe"
 
 
+def test_observations_and_scrapes_decode_their_port_time_and_timeout():
+    at = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    lookup = Observation.from_json('{"type":"observation","schema":1,"info_hash":"' + "ab" * 20 +
+                                   '","source":"1.2.3.4:6881","kind":"get_peers","port":null,"at":1767312000}')
+    assert lookup == Observation("ab" * 20, "1.2.3.4:6881", "get_peers", None, at)
+    announce = Observation.from_json('{"type":"observation","schema":1,"info_hash":"' + "ab" * 20 +
+                                     '","source":"1.2.3.4:6881","kind":"announce","port":51413,"at":1767312000}')
+    assert (announce.kind, announce.port, announce.at) == ("announce", 51413, at)
+    assert Observation.from_json('{"type":"observation","kind":"get_peers"}').at is None  # an older library
+    ended = Scrape.from_json('{"type":"scrape","schema":1,"info_hash":"' + "cd" * 20 + '","seeders":0,"leechers":0,'
+                             '"responders":0,"queried":0,"timed_out":true,"at":1767312000}')
+    assert ended.timed_out and ended.responders == 0 and ended.at == at
+    assert not Scrape.from_json('{"type":"scrape","seeders":3}').timed_out
+
+
 # ---- callbacks -----------------------------------------------------------------------------
+
+def test_an_announce_is_observed_with_its_node_port_and_time(announcer):
+    observations = []
+    key = b"\x5d" * 20
+    with dhtcrawler.Crawler(loopback_options()) as crawler:
+        crawler.on_observation(observations.append)
+        crawler.start()
+        before = int(time.time())
+        announcer.announce(port_of(crawler.endpoints[0]), key, 51413)
+        assert wait_for(lambda: any(o.kind == "announce" for o in observations), 20), observations
+        after = int(time.time())
+    announce = next(o for o in observations if o.kind == "announce")
+    host, port = announcer.sock.getsockname()
+    assert isinstance(announce, Observation)
+    assert (announce.info_hash, announce.source, announce.port) == (key.hex(), f"{host}:{port}", 51413)
+    assert before <= announce.at.timestamp() <= after
+
+
+def test_a_scrape_with_no_node_to_ask_ends_timed_out():
+    scrapes = []
+    with dhtcrawler.Crawler(loopback_options(crawl={"scrape": {"timeout_secs": 1}})) as crawler:
+        crawler.on_scrape(scrapes.append)
+        crawler.start()
+        crawler.request_scrape("5c" * 20)  # no bootstrap source: the crawler knows no node
+        assert wait_for(lambda: scrapes, 20)
+    (ended,) = scrapes
+    assert isinstance(ended, Scrape)
+    assert (ended.info_hash, ended.timed_out, ended.responders, ended.queried) == ("5c" * 20, True, 0, 0)
+
 
 def test_retry_events_have_their_own_callback(tmp_path, metadata_peer, announcer):
     key = next(iter(metadata_peer.infos))

@@ -155,7 +155,7 @@ public final class Crawler implements AutoCloseable {
         return this;
     }
 
-    /** Receives hashes seen without a peer. */
+    /** Receives the hashes the DHT side saw: looked up, sampled, or announced (with the announcing node and port). */
     public synchronized Crawler onObservation(ObservationHandler handler) {
         beforeStart();
         observation = Objects.requireNonNull(handler);
@@ -173,7 +173,9 @@ public final class Crawler implements AutoCloseable {
      * Asks for a BEP-33 scrape of a torrent: a get_peers lookup with scrape=1 toward the nodes
      * closest to the hash, whose seed and peer bloom filters are merged into estimates. The answer
      * comes as one {@link Scrape} event ({@link #onScrape}, or {@link #poll(Duration)}) within
-     * seconds; a hash already waiting is not scraped twice. Any thread, before or after start.
+     * seconds, and at the latest {@code crawl.scrape.timeout_secs} after the request ({@link
+     * Scrape#timedOut()}: no node to ask, or answers missing); a hash already waiting is not scraped
+     * twice. Any thread, before or after start.
      *
      * @param infoHash 40 hex digits (a v2 hash truncated to 20 bytes)
      * @throws IllegalArgumentException for a malformed hash

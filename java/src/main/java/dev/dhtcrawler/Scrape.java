@@ -12,17 +12,19 @@ import dev.dhtcrawler.internal.Json;
  * @param leechers estimated leechers
  * @param responders nodes whose reply described the swarm (0: nobody knew it, the estimates mean unknown)
  * @param queried get_peers queries the scrape sent
+ * @param timedOut {@code crawl.scrape.timeout_secs} ended it: it had no node to ask, or its answers
+ *     did not all come (the estimates cover what came)
  * @param at when the scrape ended, Unix seconds
  * @param json the event as the library sent it
  */
-public record Scrape(String infoHash, long seeders, long leechers, long responders, long queried, long at, String json)
-        implements Event {
+public record Scrape(String infoHash, long seeders, long leechers, long responders, long queried, boolean timedOut,
+        long at, String json) implements Event {
     /** Reads a scrape event; never throws (a missing number reads as 0). */
     static Scrape parse(String json) {
         JsonNode e = Json.lenientTree(json);
         return new Scrape(Json.lenientString(e, "info_hash"), Json.lenientInt(e, "seeders"),
                 Json.lenientInt(e, "leechers"), Json.lenientInt(e, "responders"), Json.lenientInt(e, "queried"),
-                Json.lenientInt(e, "at"), json);
+                e.path("timed_out").booleanValue(), Json.lenientInt(e, "at"), json);
     }
 
     @Override

@@ -35,6 +35,11 @@ final class DhtClient implements AutoCloseable {
         socket.close();
     }
 
+    /** The port this client sends from (the crawler sees it as the node's port). */
+    int localPort() {
+        return socket.getLocalPort();
+    }
+
     static byte[] filled(int b) {
         byte[] out = new byte[20];
         Arrays.fill(out, (byte) b);

@@ -76,6 +76,17 @@ class EventDecodingTest {
         assertInstanceOf(Completion.class, Events.decode("{\"type\":\"completion\",\"outcome\":\"sink_failed\"}", null));
         assertInstanceOf(Retry.class, Events.decode("{\"type\":\"retry\",\"state\":\"done\"}", null));
         assertInstanceOf(Observation.class, Events.decode("{\"type\":\"observation\",\"kind\":\"get_peers\"}", null));
+        Observation lookup = (Observation) Events.decode("{\"type\":\"observation\",\"schema\":1,\"info_hash\":\"" + HASH
+                + "\",\"source\":\"1.2.3.4:6881\",\"kind\":\"get_peers\",\"port\":null,\"at\":1767312000}", null);
+        assertNull(lookup.port());
+        assertFalse(lookup.announce());
+        assertEquals(1767312000L, lookup.at());
+        Observation announce = (Observation) Events.decode("{\"type\":\"observation\",\"schema\":1,\"info_hash\":\"" + HASH
+                + "\",\"source\":\"1.2.3.4:6881\",\"kind\":\"announce\",\"port\":51413,\"at\":1767312001}", null);
+        assertTrue(announce.announce());
+        assertEquals("1.2.3.4:6881", announce.source());
+        assertEquals(51413, announce.port());
+        assertEquals(1767312001L, announce.at());
         ErrorEvent error = (ErrorEvent) Events.decode("{\"type\":\"error\",\"message\":\"caf\u00e9 \uD83D\uDE00\"}", null);
         assertEquals("caf\u00e9 \uD83D\uDE00", error.message());
         assertNull(Events.decode("{\"type\":\"something_new\",\"schema\":1}", null));

@@ -1,6 +1,7 @@
 package dev.dhtcrawler;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -36,14 +37,33 @@ class ScrapeTest {
     @Test
     void scrapeEventsAndArguments() {
         Scrape s = (Scrape) Events.decode("{\"type\":\"scrape\",\"schema\":1,\"info_hash\":\"" + "ab".repeat(20)
-                + "\",\"seeders\":3,\"leechers\":1,\"responders\":2,\"queried\":5,\"at\":1767312000}", null);
+                + "\",\"seeders\":3,\"leechers\":1,\"responders\":2,\"queried\":5,\"timed_out\":false,\"at\":1767312000}", null);
         assertEquals(3, s.seeders());
         assertEquals(1767312000L, s.at());
+        assertFalse(s.timedOut());
+        assertTrue(((Scrape) Events.decode("{\"type\":\"scrape\",\"timed_out\":true}", null)).timedOut());
         try (Crawler c = new Crawler(ContractTest.loopback().build())) {
             assertThrows(IllegalArgumentException.class, () -> c.requestScrape("abc"));
             c.requestScrape("ab".repeat(20)); // before start: it waits for the crawl
             c.shutdown();
             assertThrows(DhtcException.class, () -> c.requestScrape("ab".repeat(20)));
+        }
+    }
+
+    /** A scrape the crawler cannot start (it knows no node) ends after crawl.scrape.timeout_secs, timed out. */
+    @Test
+    void aScrapeWithNoNodeToAskEndsTimedOut() throws Exception {
+        BlockingQueue<Scrape> scrapes = new LinkedBlockingQueue<>();
+        try (Crawler c = new Crawler(ContractTest.loopback().set("crawl.scrape.timeout_secs", 1).build())) {
+            c.onScrape(scrapes::add);
+            c.start();
+            c.requestScrape("5c".repeat(20));
+            Scrape s = scrapes.poll(20, TimeUnit.SECONDS);
+            assertNotNull(s, "the scrape never ended");
+            assertEquals("5c".repeat(20), s.infoHash());
+            assertTrue(s.timedOut(), s.toString());
+            assertEquals(0, s.responders());
+            assertEquals(0, s.queried());
         }
     }
 

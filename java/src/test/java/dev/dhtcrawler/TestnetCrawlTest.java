@@ -72,7 +72,8 @@ class TestnetCrawlTest {
     /** A truth entry as the crawler must deliver it when found under {@code key}. */
     private static JsonNode expectedForm(JsonNode entry, String key) {
         ObjectNode e = entry.deepCopy();
-        e.remove(List.of("seeders", "seeder_policies", "seeder_behaviours", "announce_keys", "first_served_at"));
+        e.remove(List.of("seeders", "seeder_policies", "seeder_behaviours", "announce_keys", "first_served_at", "holders",
+                "holders_shared_ip"));
         e.put("info_hash", key);
         return e;
     }
