@@ -263,11 +263,6 @@ func (a *announcer) announce(port int, infoHash string, peerPort int) error {
 }
 
 func (a *announcer) announceFromHere(port int, infoHash string, peerPort int) error {
-	// The announced peer is this node's address at peerPort (BEP-5): a silent peer of these
-	// tests listens there too.
-	if p := silentPeerOn(peerPort); p != nil {
-		p.listenOn(a.conn.LocalAddr().(*net.UDPAddr).IP)
-	}
 	r, err := a.ask(port, "get_peers", map[string]any{"info_hash": infoHash})
 	if err != nil {
 		return err
@@ -292,25 +287,10 @@ func hexOf(raw string) string { return fmt.Sprintf("%x", raw) }
 
 // ---- a peer that accepts and never answers ---------------------------------------------------
 
-// silentPeer listens on 127.0.0.1 and on the address of every node that announces it: an
-// announce names the announcing node's address.
 type silentPeer struct {
-	ln     net.Listener // on 127.0.0.1: its port is the peer's port
-	mu     sync.Mutex
-	more   map[string]net.Listener // the announcing nodes' addresses
-	conns  []net.Conn
-	closed bool
-}
-
-var (
-	silentPeersMu sync.Mutex
-	silentPeers   = map[int]*silentPeer{} // by port
-)
-
-func silentPeerOn(port int) *silentPeer {
-	silentPeersMu.Lock()
-	defer silentPeersMu.Unlock()
-	return silentPeers[port]
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func newSilentPeer(t *testing.T) *silentPeer {
@@ -319,22 +299,22 @@ func newSilentPeer(t *testing.T) *silentPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &silentPeer{ln: ln, more: map[string]net.Listener{}}
-	go p.accept(ln)
-	silentPeersMu.Lock()
-	silentPeers[p.port()] = p
-	silentPeersMu.Unlock()
+	p := &silentPeer{ln: ln}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, conn)
+			silentConnsHeld.Add(1)
+			p.mu.Unlock()
+		}
+	}()
 	t.Cleanup(func() {
-		silentPeersMu.Lock()
-		delete(silentPeers, p.port())
-		silentPeersMu.Unlock()
 		ln.Close()
 		p.mu.Lock()
-		p.closed = true
-		for _, l := range p.more {
-			l.Close()
-			silentConnsHeld.Add(-1)
-		}
 		for _, c := range p.conns {
 			c.Close()
 			silentConnsHeld.Add(-1)
@@ -344,48 +324,10 @@ func newSilentPeer(t *testing.T) *silentPeer {
 	return p
 }
 
-// listenOn accepts on ip too, at the same port (nothing when it does already, or cannot).
-func (p *silentPeer) listenOn(ip net.IP) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.more[ip.String()]; ok || p.closed || ip.Equal(net.IPv4(127, 0, 0, 1)) {
-		return
-	}
-	ln, err := net.Listen("tcp4", net.JoinHostPort(ip.String(), strconv.Itoa(p.port())))
-	if err != nil {
-		return
-	}
-	p.more[ip.String()] = ln
-	silentConnsHeld.Add(1) // the listener's descriptor: the test's, like the connections
-	silentPeerGoroutines.Add(1)
-	go func() {
-		defer silentPeerGoroutines.Add(-1)
-		p.accept(ln)
-	}()
-}
-
-func (p *silentPeer) accept(ln net.Listener) {
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.closed {
-			conn.Close()
-		} else {
-			p.conns = append(p.conns, conn)
-			silentConnsHeld.Add(1)
-		}
-		p.mu.Unlock()
-	}
-}
-
-// silentConnsHeld counts the connections (and the extra listeners) every silent peer holds
-// open: descriptors of the test, not of a crawler (a crawler with a shared retry store may
-// fetch a hash of an earlier round from that round's peer). silentPeerGoroutines counts the
-// goroutines of those extra listeners.
-var silentConnsHeld, silentPeerGoroutines atomic.Int64
+// silentConnsHeld counts the connections every silent peer holds open: descriptors of
+// the test, not of a crawler (a crawler with a shared retry store may fetch a hash of an
+// earlier round from that round's peer).
+var silentConnsHeld atomic.Int64
 
 func (p *silentPeer) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 

@@ -134,7 +134,7 @@ func lifecycleRound(t *testing.T, retry map[string]any, how string) {
 		defer signal.Stop(sigs)
 	}
 	runtime.GC()
-	goroutinesBefore, fdsBefore, fdsAtStart := runtime.NumGoroutine()-int(silentPeerGoroutines.Load()), fdCount(), fdTargets()
+	goroutinesBefore, fdsBefore, fdsAtStart := runtime.NumGoroutine(), fdCount(), fdTargets()
 	heldBefore := silentConnsHeld.Load()
 
 	options := loopbackOptions()
@@ -300,11 +300,9 @@ func lifecycleRound(t *testing.T, retry map[string]any, how string) {
 			fdsBefore, fdCount()-int(silentConnsHeld.Load()), silentConnsHeld.Load(), fdsAtStart, fdTargets())
 	}
 	const grace = 1 // a goroutine of the runtime's own may come and go
-	// The silent peers' listeners on the announcing nodes' addresses are the test's too.
-	goroutines := func() int { return runtime.NumGoroutine() - int(silentPeerGoroutines.Load()) }
-	if !eventually(200, func() bool { return goroutines() <= goroutinesBefore+grace }) {
+	if !eventually(200, func() bool { return runtime.NumGoroutine() <= goroutinesBefore+grace }) {
 		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines before, %d after:\n%s", goroutinesBefore, goroutines(),
+		t.Errorf("%d goroutines before, %d after:\n%s", goroutinesBefore, runtime.NumGoroutine(),
 			buf[:runtime.Stack(buf, true)])
 	}
 }

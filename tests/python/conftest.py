@@ -159,11 +159,6 @@ class Announcer:
 
     def announce(self, crawler_port: int, info_hash: bytes, peer_port: int) -> None:
         self._new_node()
-        # The announced peer is this node's address at peer_port (BEP-5): a metadata peer of
-        # these tests serves there too.
-        serving = MetadataPeer.on_port.get(peer_port)
-        if serving is not None:
-            serving.listen_on(self.sock.getsockname()[0])
         reply = self._ask(crawler_port, "get_peers", {"info_hash": info_hash})
         token = reply[b"r"][b"token"]
         answer = self._ask(crawler_port, "announce_peer",
@@ -179,47 +174,27 @@ class Announcer:
 
 class MetadataPeer:
     """A BitTorrent peer on 127.0.0.1 that serves info dicts over ut_metadata (BEP-9/10),
-    answering after the crawler's handshake, the way libtorrent does. An announce names the
-    announcing node's address, so the Announcer has it listen on that address too (same port)."""
+    answering after the crawler's handshake, the way libtorrent does."""
 
     OUR_UT_METADATA = 3
-    on_port: Dict[int, "MetadataPeer"] = {}  # the peers serving now, by port
 
     def __init__(self, infos: Dict[bytes, bytes]) -> None:
         self.infos = dict(infos)  # 20-byte key -> info dict bytes
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = self.server.getsockname()[1]
         self.served: List[bytes] = []
         self._stop = threading.Event()
-        self._threads: List[threading.Thread] = []
-        self._servers: Dict[str, socket.socket] = {}
-        self._lock = threading.Lock()  # announcers add listeners from their own threads
-        self.port = 0
-        self.listen_on("127.0.0.1")
-        MetadataPeer.on_port[self.port] = self
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
 
-    def listen_on(self, host: str) -> None:
-        """Accepts on `host` too, at the same port (nothing when it already does, or cannot)."""
-        with self._lock:
-            if host in self._servers or self._stop.is_set():
-                return
-            server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                server.bind((host, self.port))
-            except OSError:
-                server.close()
-                return
-            server.listen(64)
-            self.port = server.getsockname()[1]
-            self._servers[host] = server
-            thread = threading.Thread(target=self._accept, args=(server,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _accept(self, server: socket.socket) -> None:
-        server.settimeout(0.2)
+    def _accept(self) -> None:
+        self.server.settimeout(0.2)
         while not self._stop.is_set():
             try:
-                conn, _ = server.accept()
+                conn, _ = self.server.accept()
             except OSError:
                 continue
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
@@ -275,13 +250,9 @@ class MetadataPeer:
             conn.close()
 
     def close(self) -> None:
-        with self._lock:
-            self._stop.set()
-            MetadataPeer.on_port.pop(self.port, None)
-            for server in self._servers.values():
-                server.close()
-        for thread in self._threads:
-            thread.join(timeout=5)
+        self._stop.set()
+        self.server.close()
+        self._thread.join(timeout=5)
 
 
 ALL_FIXTURES = ("v1_single", "v1_multi", "v2_single", "v2_multi", "hybrid_multi", "private_hybrid_single",

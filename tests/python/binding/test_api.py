@@ -156,7 +156,7 @@ def test_torrent_completion_and_gate_callbacks_deliver_typed_values(metadata_pee
     for t in torrents:
         assert isinstance(t, dhtcrawler.Torrent)
         assert hashlib.sha1(t.info).hexdigest() == t.info_hash_v1 == t.info_hash
-        assert t.peer.startswith("127.0.") and t.peer.endswith(f":{metadata_peer.port}")  # an announcer's address
+        assert t.peer == f"127.0.0.1:{metadata_peer.port}"
         assert t.discovered_at is not None and t.discovered_at.tzinfo is not None
         assert t.num_files == len(t.files) and t.total_size == sum(f.size for f in t.files)
         assert t.to_dict()["info_hash"] == t.info_hash
