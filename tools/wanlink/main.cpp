@@ -1,0 +1,266 @@
+// dhtc-wanlink: a user-space delay-and-loss link on a TUN device, for real programs (real
+// libtorrent, the crawler under test) where no netem qdisc exists. Every IPv4 packet the
+// kernel routes into the device is read, judged by the test network's WAN model (an RTT per
+// pair of addresses, jitter, loss each way; tools/testnet/wan_model) and written back into
+// the same device when its time comes, so the kernel receives it as if it came from the
+// other end of a wide-area path. Which packets cross it is the routing's business: see
+// tests/wan/wan_netns.sh, which routes 127.0.0.0/8 through it inside a private network
+// namespace. Prints "READY <device>" on stdout once the device exists, and a JSON line of
+// counts when it stops (SIGTERM, SIGINT, --duration, or stdin closed with
+// --stop-on-stdin-eof). See README.md beside this file.
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "testnet/wan_model.hpp"
+
+namespace {
+
+using namespace dhtc::testnet;
+using wan::clock;
+
+constexpr const char* usage = R"(usage: dhtc-wanlink --dev NAME [options]
+A delay-and-loss link on a TUN device (needs CAP_NET_ADMIN): IPv4 packets routed into NAME
+come back out of it after half their pair's RTT plus jitter, or never (loss). Prints
+"READY NAME" when the device exists (configure it then), and one JSON line of counts at the end.
+
+  --dev NAME           the TUN device to create (at most 15 characters)
+  --rtt MIN-MAX        RTT bounds in ms, one draw per pair of addresses (default 50-350)
+  --rtt-dist D         uniform or lognormal (default uniform)
+  --jitter MS          U(0, MS) more per packet, one way; a direction keeps its order (default 20)
+  --loss P             share lost each way, i.i.d. (default 0.02)
+  --burst B            lose in bursts of B packets on average, same mean (Gilbert chain)
+  --ge PGB,PBG,LG,LB   a Gilbert-Elliott chain per direction instead
+  --seed K             the RTTs and draws derive from K (default 1)
+  --duration S         stop after S seconds (default 3600)
+  --stop-on-stdin-eof  also stop when stdin reaches end of file
+  --help               this text
+Packets between one address and itself, and anything not IPv4, pass at once.
+)";
+
+struct settings {
+    std::string dev;
+    wan::options model = wan::options::libtorrent_like(1);
+    double burst = 0;
+    unsigned duration = 3600;
+    bool stop_on_stdin_eof = false;
+};
+
+bool parse_double(std::string_view s, double& out) {
+    const std::string copy(s);
+    char* end = nullptr;
+    out = std::strtod(copy.c_str(), &end);
+    return !copy.empty() && end && *end == '\0';
+}
+
+template <class T>
+bool parse_uint(std::string_view s, T& out) {
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc{} && p == s.data() + s.size();
+}
+
+std::optional<settings> parse_args(int argc, char** argv) {
+    settings s;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(usage, stdout);
+            std::exit(0);
+        }
+        if (a == "--stop-on-stdin-eof") {
+            s.stop_on_stdin_eof = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "missing value for %s\n", argv[i]);
+            return std::nullopt;
+        }
+        const std::string_view v = argv[++i];
+        bool ok = true;
+        if (a == "--dev") {
+            s.dev = v;
+            ok = !v.empty() && v.size() < IFNAMSIZ;
+        } else if (a == "--rtt") ok = wan::parse_range(v, s.model.rtt_min_ms, s.model.rtt_max_ms);
+        else if (a == "--rtt-dist") {
+            const auto d = wan::parse_distribution(v);
+            ok = d.has_value();
+            if (ok) s.model.distribution = *d;
+        } else if (a == "--jitter") ok = parse_double(v, s.model.jitter_ms);
+        else if (a == "--loss") ok = parse_double(v, s.model.loss);
+        else if (a == "--burst") ok = parse_double(v, s.burst) && s.burst >= 1;
+        else if (a == "--ge") {
+            s.model.bursts = wan::parse_gilbert_elliott(v);
+            ok = s.model.bursts.has_value();
+        } else if (a == "--seed") ok = parse_uint(v, s.model.seed);
+        else if (a == "--duration") ok = parse_uint(v, s.duration) && s.duration > 0;
+        else {
+            std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
+            return std::nullopt;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "bad value for %s: %s\n", argv[i - 1], argv[i]);
+            return std::nullopt;
+        }
+    }
+    if (s.dev.empty()) {
+        std::fprintf(stderr, "--dev is required (see --help)\n");
+        return std::nullopt;
+    }
+    if (s.burst > 0 && !s.model.bursts) s.model.bursts = wan::gilbert_elliott::bursts(s.model.loss, s.burst);
+    if (const auto problem = s.model.check(); !problem.empty()) {
+        std::fprintf(stderr, "%s\n", problem.c_str());
+        return std::nullopt;
+    }
+    return s;
+}
+
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_signal(int sig) { stop_signal = sig; }
+
+/// A packet waiting out its delay; a min-heap by (due, seq) keeps each direction's order.
+struct held {
+    clock::time_point due;
+    std::uint64_t seq;
+    std::string bytes;
+    bool operator>(const held& o) const noexcept { return due != o.due ? due > o.due : seq > o.seq; }
+};
+
+struct counts {
+    std::uint64_t packets = 0, lost = 0, delivered = 0, passed = 0, overflow = 0, write_errors = 0;
+};
+
+constexpr std::size_t max_held_bytes = 64u << 20;
+
+int open_tun(const std::string& name) {
+    const int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ifreq ifr{};
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+    if (::ioctl(fd, TUNSETIFF, &ifr) != 0) {
+        const int e = errno;
+        ::close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+std::uint32_t ipv4_at(const std::string& p, std::size_t at) {
+    return std::uint32_t{static_cast<std::uint8_t>(p[at])} << 24 | std::uint32_t{static_cast<std::uint8_t>(p[at + 1])} << 16 |
+           std::uint32_t{static_cast<std::uint8_t>(p[at + 2])} << 8 | std::uint32_t{static_cast<std::uint8_t>(p[at + 3])};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const auto s = parse_args(argc, argv);
+    if (!s) return 2;
+    // Never outlive the script that set the namespace up.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    const int fd = open_tun(s->dev);
+    if (fd < 0) {
+        std::fprintf(stderr, "dhtc-wanlink: cannot create TUN device %s: %s\n", s->dev.c_str(), std::strerror(errno));
+        return 1;
+    }
+    std::printf("READY %s\n", s->dev.c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "dhtc-wanlink: %s: network model: %s\n", s->dev.c_str(), s->model.to_json().c_str());
+
+    wan::model model(s->model);
+    std::priority_queue<held, std::vector<held>, std::greater<>> line;
+    std::size_t held_bytes = 0;
+    std::uint64_t seq = 0;
+    counts n;
+    std::string buf(65536, '\0');
+    const auto end = clock::now() + std::chrono::seconds(s->duration);
+    bool stdin_open = s->stop_on_stdin_eof;
+
+    while (stop_signal == 0 && clock::now() < end) {
+        auto now = clock::now();
+        // Out: every packet whose time has come, in order.
+        while (!line.empty() && line.top().due <= now) {
+            const auto& p = line.top();
+            if (::write(fd, p.bytes.data(), p.bytes.size()) < 0 && errno != EAGAIN) ++n.write_errors;
+            else ++n.delivered;
+            held_bytes -= p.bytes.size();
+            line.pop();
+        }
+        int timeout_ms = 100;
+        if (!line.empty()) {
+            const auto wait = std::chrono::ceil<std::chrono::milliseconds>(line.top().due - now).count();
+            timeout_ms = static_cast<int>(std::clamp<long long>(wait, 0, 100));
+        }
+        std::array<pollfd, 2> fds{pollfd{fd, POLLIN, 0}, pollfd{STDIN_FILENO, POLLIN, 0}};
+        const int r = ::poll(fds.data(), stdin_open ? 2 : 1, timeout_ms);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            std::perror("dhtc-wanlink: poll");
+            break;
+        }
+        if (stdin_open && (fds[1].revents & (POLLIN | POLLHUP))) {
+            char c[256];
+            if (::read(STDIN_FILENO, c, sizeof c) <= 0) break;
+        }
+        if (!(fds[0].revents & POLLIN)) continue;
+        // In: everything the kernel routed to us, judged one by one.
+        now = clock::now();
+        for (int burst = 0; burst < 256; ++burst) {
+            const ssize_t got = ::read(fd, buf.data(), buf.size());
+            if (got <= 0) break;
+            std::string packet(buf.data(), static_cast<std::size_t>(got));
+            const bool ipv4 = got >= 20 && (static_cast<std::uint8_t>(packet[0]) >> 4) == 4;
+            const std::uint32_t from = ipv4 ? ipv4_at(packet, 12) : 0, to = ipv4 ? ipv4_at(packet, 16) : 0;
+            if (!ipv4 || from == to) {
+                // Not a path between two hosts: straight back.
+                if (::write(fd, packet.data(), packet.size()) >= 0) ++n.passed;
+                continue;
+            }
+            ++n.packets;
+            const auto v = model.datagram(from, to, now);
+            if (v.lost) {
+                ++n.lost;
+                continue;
+            }
+            if (held_bytes + packet.size() > max_held_bytes) {
+                ++n.overflow;
+                continue;
+            }
+            held_bytes += packet.size();
+            line.push({now + v.delay, seq++, std::move(packet)});
+        }
+    }
+    ::close(fd);
+    std::printf("{\"wanlink\":\"%s\",\"packets\":%llu,\"lost\":%llu,\"delivered\":%llu,\"passed\":%llu,\"overflow\":%llu,"
+                "\"write_errors\":%llu,\"still_held\":%zu,\"lost_share\":%.5f,\"network_model\":%s}\n",
+                s->dev.c_str(), static_cast<unsigned long long>(n.packets), static_cast<unsigned long long>(n.lost),
+                static_cast<unsigned long long>(n.delivered), static_cast<unsigned long long>(n.passed),
+                static_cast<unsigned long long>(n.overflow), static_cast<unsigned long long>(n.write_errors),
+                line.size(), n.packets ? static_cast<double>(n.lost) / static_cast<double>(n.packets) : 0.0,
+                s->model.to_json().c_str());
+    return 0;
+}
