@@ -48,19 +48,21 @@ for run in $(seq 1 "$runs"); do
   total_once=0 total=0
   for t in "${tests[@]}"; do
     log="$work/run$run-$t.log"
+    t0=$(date +%s)
     # shellcheck disable=SC2046
     DHTC_WAN_STATS="$work/link$run.jsonl" bash "$here/wan_netns.sh" "$link" --seed "$run" ${DHTC_WAN_LINK_ARGS:-} \
       -- "$build/tests/$t" $(filter "$t") > "$log" 2>&1
     rc=$?
+    summary+=("$t: exit $rc, $(( $(date +%s) - t0 )) s")
     if [ $rc -eq 77 ]; then grep -m1 "skipped" "$log" >&2; exit 77; fi
     # "MESSAGE: arrived once: 3 of 4 (enc-forced_rc4)"
     while read -r once of name; do
       total_once=$((total_once + once)) total=$((total + of))
-      summary+=("$name $once/$of")
+      summary+=("  $name $once/$of")
       cases_json+=("{\"case\":\"$name\",\"once\":$once,\"of\":$of}")
       [ "$once" = "$of" ] || all_once=false
     done < <(sed -n 's/.*arrived once: \([0-9]*\) of \([0-9]*\) (\(.*\)).*/\1 \2 \3/p' "$log")
-    grep -q "arrived once" "$log" || { summary+=("$t: no result (exit $rc)"); all_once=false; }
+    grep -q "arrived once" "$log" || { summary+=("  no result"); all_once=false; }
   done
   secs=$(( $(date +%s) - started ))
   # The link's counts over the run's cases.
