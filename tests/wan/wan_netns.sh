@@ -12,11 +12,14 @@
 # (one JSON line) go to stderr at the end, and to $DHTC_WAN_STATS when set.
 #
 # How: `unshare -n` gives an anonymous namespace with only a loopback device. Inside it the
-# link creates the TUN device `dhtcwan0`; locally generated packets to 127.0.0.0/8 are routed
-# into it by a policy rule placed before the local table (`iif lo` only matches packets this
-# namespace sends, so what the link writes back is delivered locally as usual);
-# route_localnet lets 127/8 use a non-loopback device, accept_local lets the namespace take
-# packets from its own addresses. Nothing is created outside the namespace and nothing in it
+# link creates the TUN device `dhtcwan0`; packets to 127.0.0.0/8 are routed into it by a
+# policy rule placed before the local table (route_localnet lets 127/8 use a non-loopback
+# device). The link sends each packet on, when its time comes, through a raw socket with the
+# firewall mark 0x77, and a rule before that one routes marked packets by the local table, so
+# they reach their socket. libtorrent binds each socket to the device that holds its address
+# (`127.0.44.1%lo`), and a socket bound to lo sends around any routing rule; so lo keeps only
+# 127.0.0.1 (the crawler's), and 127.0.N.1 (N = 1..255, the swarm's sessions) and the rest of
+# 127/8 are the TUN device's: libtorrent binds to it, and its packets go through the link. Nothing is created outside the namespace and nothing in it
 # outlives it: when the last process in it exits, the kernel removes the namespace, the device
 # (it is not persistent: it goes with the link's file descriptor), the routes and the rules,
 # whatever way the command ended. No packet can leave the machine: the namespace has no other
@@ -65,6 +68,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 ip link set lo up
+ip addr del 127.0.0.1/8 dev lo
+ip addr add 127.0.0.1/32 dev lo
 # The link stops with this script whatever way it ends: the trap stops it, and if this shell
 # is killed outright the link's parent-death signal does.
 "$link" --dev "$dev" "${link_args[@]}" > "$work/link.out" 2> "$work/link.err" < /dev/null &
@@ -79,6 +84,8 @@ cat "$work/link.err" >&2
 
 set -e
 ip link set "$dev" up mtu 1500
+for n in $(seq 1 255); do ip addr add "127.0.$n.1/32" dev "$dev"; done
+ip route add local 127.0.0.0/8 dev "$dev" table local
 # No IPv6 on the link (router solicitations would only be noise); ::1 stays on lo, so IPv6
 # loopback traffic does not cross the link.
 sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
@@ -86,7 +93,8 @@ for c in all default lo "$dev"; do
   sysctl -qw "net.ipv4.conf.$c.route_localnet=1" "net.ipv4.conf.$c.rp_filter=0" "net.ipv4.conf.$c.accept_local=1"
 done
 ip route add default dev "$dev" src 127.0.0.1 table 100
-ip rule add pref 100 iif lo to 127.0.0.0/8 lookup 100
+ip rule add pref 90 fwmark 0x77 lookup local
+ip rule add pref 100 to 127.0.0.0/8 lookup 100
 ip rule add pref 200 lookup local
 ip rule del pref 0
 set +e

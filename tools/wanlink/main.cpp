@@ -1,17 +1,23 @@
 // dhtc-wanlink: a user-space delay-and-loss link on a TUN device, for real programs (real
 // libtorrent, the crawler under test) where no netem qdisc exists. Every IPv4 packet the
 // kernel routes into the device is read, judged by the test network's WAN model (an RTT per
-// pair of addresses, jitter, loss each way; tools/testnet/wan_model) and written back into
-// the same device when its time comes, so the kernel receives it as if it came from the
-// other end of a wide-area path. Which packets cross it is the routing's business: see
-// tests/wan/wan_netns.sh, which routes 127.0.0.0/8 through it inside a private network
-// namespace. Prints "READY <device>" on stdout once the device exists, and a JSON line of
+// pair of addresses, jitter, loss each way; tools/testnet/wan_model) and, when its time
+// comes, sent again to its destination through a raw socket carrying a firewall mark, so the
+// kernel delivers it as if it came from the other end of a wide-area path. The mark lets the
+// routing send it on its way (to the local addresses, through lo) instead of back into the
+// device: a socket bound to lo (libtorrent binds its sockets to their device) would not take
+// a packet that arrived on the TUN device. Which packets cross the link is the routing's
+// business: see tests/wan/wan_netns.sh, which routes 127.0.0.0/8 through it inside a
+// private network namespace. Prints "READY <device>" on stdout once the device exists, and a JSON line of
 // counts when it stops (SIGTERM, SIGINT, --duration, or stdin closed with
 // --stop-on-stdin-eof). See README.md beside this file.
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -52,6 +58,8 @@ come back out of it after half their pair's RTT plus jitter, or never (loss). Pr
   --burst B            lose in bursts of B packets on average, same mean (Gilbert chain)
   --ge PGB,PBG,LG,LB   a Gilbert-Elliott chain per direction instead
   --seed K             the RTTs and draws derive from K (default 1)
+  --mark N             the firewall mark of the packets it sends on (default 119 = 0x77):
+                       route packets with it past the link, or they come back to it
   --duration S         stop after S seconds (default 3600)
   --stop-on-stdin-eof  also stop when stdin reaches end of file
   --help               this text
@@ -63,6 +71,7 @@ struct settings {
     wan::options model = wan::options::libtorrent_like(1);
     double burst = 0;
     unsigned duration = 3600;
+    std::uint32_t mark = 0x77;
     bool stop_on_stdin_eof = false;
 };
 
@@ -113,6 +122,7 @@ std::optional<settings> parse_args(int argc, char** argv) {
             ok = s.model.bursts.has_value();
         } else if (a == "--seed") ok = parse_uint(v, s.model.seed);
         else if (a == "--duration") ok = parse_uint(v, s.duration) && s.duration > 0;
+        else if (a == "--mark") ok = parse_uint(v, s.mark) && s.mark != 0;
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
             return std::nullopt;
@@ -141,6 +151,7 @@ extern "C" void on_signal(int sig) { stop_signal = sig; }
 struct held {
     clock::time_point due;
     std::uint64_t seq;
+    std::uint32_t to; // its destination
     std::string bytes;
     bool operator>(const held& o) const noexcept { return due != o.due ? due > o.due : seq > o.seq; }
 };
@@ -158,6 +169,20 @@ int open_tun(const std::string& name) {
     ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
     std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
     if (::ioctl(fd, TUNSETIFF, &ifr) != 0) {
+        const int e = errno;
+        ::close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/// The socket the link sends judged packets on: raw, the IP header as read (IPPROTO_RAW
+/// implies IP_HDRINCL), marked so the routing sends them on rather than back to the link.
+int open_sender(std::uint32_t mark) {
+    const int fd = ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+    if (fd < 0) return -1;
+    if (::setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0) {
         const int e = errno;
         ::close(fd);
         errno = e;
@@ -187,6 +212,19 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "dhtc-wanlink: cannot create TUN device %s: %s\n", s->dev.c_str(), std::strerror(errno));
         return 1;
     }
+    const int sender = open_sender(s->mark);
+    if (sender < 0) {
+        std::fprintf(stderr, "dhtc-wanlink: cannot open a marked raw socket: %s\n", std::strerror(errno));
+        return 1;
+    }
+    // On to the packet's destination (an IPv4 packet), or back into the device (anything else).
+    const auto send_on = [&](const std::string& p, std::uint32_t to) {
+        if (to == 0) return ::write(fd, p.data(), p.size()) >= 0;
+        sockaddr_in dst{};
+        dst.sin_family = AF_INET;
+        dst.sin_addr.s_addr = htonl(to);
+        return ::sendto(sender, p.data(), p.size(), 0, reinterpret_cast<sockaddr*>(&dst), sizeof dst) >= 0;
+    };
     std::printf("READY %s\n", s->dev.c_str());
     std::fflush(stdout);
     std::fprintf(stderr, "dhtc-wanlink: %s: network model: %s\n", s->dev.c_str(), s->model.to_json().c_str());
@@ -205,8 +243,8 @@ int main(int argc, char** argv) {
         // Out: every packet whose time has come, in order.
         while (!line.empty() && line.top().due <= now) {
             const auto& p = line.top();
-            if (::write(fd, p.bytes.data(), p.bytes.size()) < 0 && errno != EAGAIN) ++n.write_errors;
-            else ++n.delivered;
+            if (send_on(p.bytes, p.to)) ++n.delivered;
+            else ++n.write_errors;
             held_bytes -= p.bytes.size();
             line.pop();
         }
@@ -236,8 +274,8 @@ int main(int argc, char** argv) {
             const bool ipv4 = got >= 20 && (static_cast<std::uint8_t>(packet[0]) >> 4) == 4;
             const std::uint32_t from = ipv4 ? ipv4_at(packet, 12) : 0, to = ipv4 ? ipv4_at(packet, 16) : 0;
             if (!ipv4 || from == to) {
-                // Not a path between two hosts: straight back.
-                if (::write(fd, packet.data(), packet.size()) >= 0) ++n.passed;
+                // Not a path between two hosts: on at once.
+                if (send_on(packet, to)) ++n.passed;
                 continue;
             }
             ++n.packets;
@@ -251,9 +289,10 @@ int main(int argc, char** argv) {
                 continue;
             }
             held_bytes += packet.size();
-            line.push({now + v.delay, seq++, std::move(packet)});
+            line.push({now + v.delay, seq++, to, std::move(packet)});
         }
     }
+    ::close(sender);
     ::close(fd);
     std::printf("{\"wanlink\":\"%s\",\"packets\":%llu,\"lost\":%llu,\"delivered\":%llu,\"passed\":%llu,\"overflow\":%llu,"
                 "\"write_errors\":%llu,\"still_held\":%zu,\"lost_share\":%.5f,\"network_model\":%s}\n",
