@@ -187,6 +187,25 @@ TEST_CASE("wan: options parse, are checked, and name themselves in JSON") {
     o.rtt_min_ms = 0;
     CHECK_FALSE(o.check().empty());
     CHECK(wan::options{}.to_json() == R"({"wan":false})");
+
+    // The options both tools take (without their prefix), and what finishing them does.
+    wan::options cli = wan::options::libtorrent_like(2);
+    CHECK(wan::parse_option("rtt", "100-200", cli) == wan::parse_result::ok);
+    CHECK(wan::parse_option("rtt-dist", "lognormal", cli) == wan::parse_result::ok);
+    CHECK(wan::parse_option("loss", "0.05", cli) == wan::parse_result::ok);
+    CHECK(wan::parse_option("burst", "3", cli) == wan::parse_result::ok);
+    CHECK(wan::parse_option("burst", "0.5", cli) == wan::parse_result::bad_value);
+    CHECK(wan::parse_option("jitter", "x", cli) == wan::parse_result::bad_value);
+    CHECK(wan::parse_option("dev", "x", cli) == wan::parse_result::not_an_option);
+    CHECK(wan::finish_options(cli).empty());
+    REQUIRE(cli.bursts);
+    CHECK(cli.bursts->bad_to_good == doctest::Approx(1.0 / 3));
+    CHECK(cli.mean_loss() == doctest::Approx(0.05));
+    CHECK(cli.rtt_min_ms == 100);
+    CHECK(cli.distribution == wan::rtt_distribution::lognormal);
+    CHECK(wan::parse_option("loss", "2", cli) == wan::parse_result::ok);
+    CHECK_FALSE(wan::finish_options(cli).empty()); // checked at the end
+    CHECK(wan::options_help("--wan-").find("--wan-rtt MIN-MAX") != std::string::npos);
 }
 
 } // TEST_SUITE

@@ -57,7 +57,6 @@ struct options {
     ip_group_options shared_ip;
     bool restrict_ips = false;
     wan::options wan;
-    double wan_burst = 0; // mean burst length in packets (0: i.i.d. loss)
     bool quiet = false;
     bool stop_on_stdin_eof = false;
 };
@@ -110,18 +109,7 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
                        round-trip time per pair of IPs, jitter, loss each way, on KRPC, uTP
                        and (on the seeders' side) TCP (default 0; each --wan-* option below
                        turns it on; the defaults are the libtorrent-like ones)
-  --wan-rtt MIN-MAX    RTT bounds in ms, one draw per pair of IPs, stable over the run
-                       (default 50-350)
-  --wan-rtt-dist D     uniform, or lognormal (median at the bounds' geometric mean, the bounds
-                       at +-2 sigma) (default uniform)
-  --wan-jitter MS      each packet's one-way delay gets U(0, MS) more; a link keeps its
-                       order (default 20)
-  --wan-loss P         share of packets lost each way, i.i.d. (default 0.02)
-  --wan-burst B        lose in bursts of B packets on average instead (a Gilbert chain per
-                       direction of a pair, same mean loss as --wan-loss)
-  --wan-ge PGB,PBG,LG,LB
-                       a Gilbert-Elliott chain per direction: P(good->bad), P(bad->good),
-                       loss in the good and in the bad state (its mean replaces --wan-loss)
+{wan options}
   --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2 --replace-per-hour 0.2
                        --shared-ip 0.1 --restrict-ips 1 --wan 1: the real DHT where it matters
                        to a crawler (samples are 20 hashes, as always); options after it
@@ -150,7 +138,10 @@ std::optional<options> parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
-            std::fputs(usage, stdout);
+            std::string text = usage;
+            const std::string_view marker = "{wan options}\n";
+            text.replace(text.find(marker), marker.size(), wan::options_help("--wan-"));
+            std::fputs(text.c_str(), stdout);
             std::exit(0);
         }
         if (a == "--quiet") {
@@ -212,23 +203,12 @@ std::optional<options> parse_args(int argc, char** argv) {
         }
         else if (a.rfind("--wan-", 0) == 0) {
             o.wan.enabled = true;
-            if (a == "--wan-rtt") ok = wan::parse_range(v, o.wan.rtt_min_ms, o.wan.rtt_max_ms);
-            else if (a == "--wan-rtt-dist") {
-                const auto d = wan::parse_distribution(v);
-                ok = d.has_value();
-                if (ok) o.wan.distribution = *d;
-            }
-            else if (a == "--wan-jitter") ok = parse_number(v, o.wan.jitter_ms);
-            else if (a == "--wan-loss") ok = parse_number(v, o.wan.loss);
-            else if (a == "--wan-burst") ok = parse_number(v, o.wan_burst) && o.wan_burst >= 1;
-            else if (a == "--wan-ge") {
-                o.wan.bursts = wan::parse_gilbert_elliott(v);
-                ok = o.wan.bursts.has_value();
-            }
-            else {
+            const auto r = wan::parse_option(a.substr(6), v, o.wan);
+            if (r == wan::parse_result::not_an_option) {
                 std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
                 return std::nullopt;
             }
+            ok = r == wan::parse_result::ok;
         }
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
@@ -244,8 +224,7 @@ std::optional<options> parse_args(int argc, char** argv) {
         return std::nullopt;
     }
     o.wan.seed = o.seed;
-    if (o.wan_burst > 0 && !o.wan.bursts) o.wan.bursts = wan::gilbert_elliott::bursts(o.wan.loss, o.wan_burst);
-    if (const auto problem = o.wan.check(); !problem.empty()) {
+    if (const auto problem = wan::finish_options(o.wan); !problem.empty()) {
         std::fprintf(stderr, "WAN model: %s\n", problem.c_str());
         return std::nullopt;
     }

@@ -85,6 +85,59 @@ std::string options::to_json() const {
     return buf;
 }
 
+parse_result parse_option(std::string_view name, std::string_view value, options& o) {
+    // Into a copy: a bad value changes nothing.
+    options n = o;
+    bool ok = true;
+    if (name == "rtt") ok = parse_range(value, n.rtt_min_ms, n.rtt_max_ms);
+    else if (name == "rtt-dist") {
+        const auto d = parse_distribution(value);
+        ok = d.has_value();
+        if (ok) n.distribution = *d;
+    } else if (name == "jitter") ok = parse_double(value, n.jitter_ms);
+    else if (name == "loss") ok = parse_double(value, n.loss);
+    else if (name == "burst") ok = parse_double(value, n.mean_burst) && n.mean_burst >= 1;
+    else if (name == "ge") {
+        n.bursts = parse_gilbert_elliott(value);
+        ok = n.bursts.has_value();
+    } else return parse_result::not_an_option;
+    if (!ok) return parse_result::bad_value;
+    o = n;
+    return parse_result::ok;
+}
+
+std::string finish_options(options& o) {
+    if (o.mean_burst > 0 && !o.bursts) o.bursts = gilbert_elliott::bursts(o.loss, o.mean_burst);
+    return o.check();
+}
+
+std::string options_help(std::string_view prefix) {
+    struct line {
+        const char* option;
+        const char* text;
+    };
+    static constexpr line lines[] = {
+        {"rtt MIN-MAX", "RTT bounds in ms, one draw per pair of addresses, stable over the\nrun (default 50-350)"},
+        {"rtt-dist D", "uniform, or lognormal (median at the bounds' geometric mean, the\nbounds at +-2 sigma) (default uniform)"},
+        {"jitter MS", "each packet's one-way delay gets U(0, MS) more; a direction keeps\nits order (default 20)"},
+        {"loss P", "share of packets lost each way, i.i.d. (default 0.02)"},
+        {"burst B", "lose in bursts of B packets on average instead (a Gilbert chain\nper direction of a pair, the same mean loss)"},
+        {"ge PGB,PBG,LG,LB", "a Gilbert-Elliott chain per direction: P(good->bad),\nP(bad->good), loss in the good and in the bad state (its mean\nreplaces the loss)"},
+    };
+    // The usage texts' layout: options from column 2, their text from column 23.
+    const std::string indent(23, ' ');
+    std::string out;
+    for (const auto& l : lines) {
+        std::string head = "  " + std::string(prefix) + l.option;
+        head += head.size() < indent.size() - 1 ? std::string(indent.size() - head.size(), ' ') : "\n" + indent;
+        std::string text = l.text;
+        for (std::size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+            text.insert(at + 1, indent);
+        out += head + text + "\n";
+    }
+    return out;
+}
+
 bool parse_range(std::string_view s, double& lo, double& hi) {
     const auto dash = s.find('-');
     if (dash == std::string_view::npos) return false;

@@ -49,6 +49,9 @@ struct options {
     double loss = 0.02;     ///< per packet, each way
     /// Burst loss instead of i.i.d. (the chain's mean loss replaces `loss`).
     std::optional<gilbert_elliott> bursts;
+    /// Set by the "burst" option: bursts of this many packets on average with `loss`'s mean,
+    /// made a Gilbert chain by finish_options() (0: none).
+    double mean_burst = 0;
     std::uint64_t seed = 1;
 
     /// What `--libtorrent-like` turns on (see tools/testnet/README.md for why these).
@@ -60,6 +63,15 @@ struct options {
     /// One JSON object naming the model, e.g. {"wan":true,"rtt_ms":[50,350],...}; {"wan":false} when off.
     std::string to_json() const;
 };
+
+/// The command-line options of both tools that apply the model, without their prefix (the
+/// test network's "--wan-", the TUN link's "--"): rtt, rtt-dist, jitter, loss, burst, ge.
+enum class parse_result { not_an_option, ok, bad_value };
+parse_result parse_option(std::string_view name, std::string_view value, options& o);
+/// After the last option: "burst" becomes its chain; empty, or what is wrong (check()).
+std::string finish_options(options& o);
+/// Their --help lines, each option name with `prefix` before it.
+std::string options_help(std::string_view prefix);
 
 /// "50-350" (milliseconds, min <= max).
 bool parse_range(std::string_view s, double& lo, double& hi);

@@ -51,12 +51,7 @@ come back out of it after half their pair's RTT plus jitter, or never (loss). Pr
 "READY NAME" when the device exists (configure it then), and one JSON line of counts at the end.
 
   --dev NAME           the TUN device to create (at most 15 characters)
-  --rtt MIN-MAX        RTT bounds in ms, one draw per pair of addresses (default 50-350)
-  --rtt-dist D         uniform or lognormal (default uniform)
-  --jitter MS          U(0, MS) more per packet, one way; a direction keeps its order (default 20)
-  --loss P             share lost each way, i.i.d. (default 0.02)
-  --burst B            lose in bursts of B packets on average, same mean (Gilbert chain)
-  --ge PGB,PBG,LG,LB   a Gilbert-Elliott chain per direction instead
+{wan options}
   --seed K             the RTTs and draws derive from K (default 1)
   --mark N             the firewall mark of the packets it sends on (default 119 = 0x77):
                        route packets with it past the link, or they come back to it
@@ -69,18 +64,10 @@ Packets between one address and itself, and anything not IPv4, pass at once.
 struct settings {
     std::string dev;
     wan::options model = wan::options::libtorrent_like(1);
-    double burst = 0;
     unsigned duration = 3600;
     std::uint32_t mark = 0x77;
     bool stop_on_stdin_eof = false;
 };
-
-bool parse_double(std::string_view s, double& out) {
-    const std::string copy(s);
-    char* end = nullptr;
-    out = std::strtod(copy.c_str(), &end);
-    return !copy.empty() && end && *end == '\0';
-}
 
 template <class T>
 bool parse_uint(std::string_view s, T& out) {
@@ -93,7 +80,10 @@ std::optional<settings> parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
-            std::fputs(usage, stdout);
+            std::string text = usage;
+            const std::string_view marker = "{wan options}\n";
+            text.replace(text.find(marker), marker.size(), wan::options_help("--"));
+            std::fputs(text.c_str(), stdout);
             std::exit(0);
         }
         if (a == "--stop-on-stdin-eof") {
@@ -109,20 +99,13 @@ std::optional<settings> parse_args(int argc, char** argv) {
         if (a == "--dev") {
             s.dev = v;
             ok = !v.empty() && v.size() < IFNAMSIZ;
-        } else if (a == "--rtt") ok = wan::parse_range(v, s.model.rtt_min_ms, s.model.rtt_max_ms);
-        else if (a == "--rtt-dist") {
-            const auto d = wan::parse_distribution(v);
-            ok = d.has_value();
-            if (ok) s.model.distribution = *d;
-        } else if (a == "--jitter") ok = parse_double(v, s.model.jitter_ms);
-        else if (a == "--loss") ok = parse_double(v, s.model.loss);
-        else if (a == "--burst") ok = parse_double(v, s.burst) && s.burst >= 1;
-        else if (a == "--ge") {
-            s.model.bursts = wan::parse_gilbert_elliott(v);
-            ok = s.model.bursts.has_value();
         } else if (a == "--seed") ok = parse_uint(v, s.model.seed);
         else if (a == "--duration") ok = parse_uint(v, s.duration) && s.duration > 0;
         else if (a == "--mark") ok = parse_uint(v, s.mark) && s.mark != 0;
+        else if (const auto r = a.rfind("--", 0) == 0 ? wan::parse_option(a.substr(2), v, s.model)
+                                                       : wan::parse_result::not_an_option;
+                 r != wan::parse_result::not_an_option)
+            ok = r == wan::parse_result::ok;
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
             return std::nullopt;
@@ -136,8 +119,7 @@ std::optional<settings> parse_args(int argc, char** argv) {
         std::fprintf(stderr, "--dev is required (see --help)\n");
         return std::nullopt;
     }
-    if (s.burst > 0 && !s.model.bursts) s.model.bursts = wan::gilbert_elliott::bursts(s.model.loss, s.burst);
-    if (const auto problem = s.model.check(); !problem.empty()) {
+    if (const auto problem = wan::finish_options(s.model); !problem.empty()) {
         std::fprintf(stderr, "%s\n", problem.c_str());
         return std::nullopt;
     }
