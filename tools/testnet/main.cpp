@@ -138,10 +138,7 @@ std::optional<options> parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
-            std::string text = usage;
-            const std::string_view marker = "{wan options}\n";
-            text.replace(text.find(marker), marker.size(), wan::options_help("--wan-"));
-            std::fputs(text.c_str(), stdout);
+            std::fputs(wan::usage_with_options(usage, "--wan-").c_str(), stdout);
             std::exit(0);
         }
         if (a == "--quiet") {

@@ -117,37 +117,29 @@ void udp_hub::receive(const datagram& d) {
         on_datagram_(d); // from one of ours: the model was applied when it was sent
         return;
     }
-    const auto v = wan_->datagram(d.from_ip, d.to_ip, std::chrono::steady_clock::now());
-    if (v.lost) {
-        ++wan_lost_;
-        return;
-    }
-    delay(v.delay, true, d.from_ip, d.from_port, d.to_ip, d.to_port, d.bytes);
+    cross_wan(true, d.from_ip, d.from_port, d.to_ip, d.to_port, d.bytes);
 }
 
 void udp_hub::send(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
                    std::string_view bytes) {
     if (closed_) return;
-    if (!wan_) {
-        send_now(from_ip, from_port, to_ip, to_port, bytes);
-        return;
-    }
-    const auto v = wan_->datagram(from_ip, to_ip, std::chrono::steady_clock::now());
+    if (!wan_) send_now(from_ip, from_port, to_ip, to_port, bytes);
+    else cross_wan(false, from_ip, from_port, to_ip, to_port, bytes);
+}
+
+void udp_hub::cross_wan(bool inbound, std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip,
+                        std::uint16_t to_port, std::string_view bytes) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto v = wan_->datagram(from_ip, to_ip, now);
     if (v.lost) {
         ++wan_lost_;
         return;
     }
-    delay(v.delay, false, from_ip, from_port, to_ip, to_port, bytes);
-}
-
-void udp_hub::delay(std::chrono::steady_clock::duration by, bool inbound, std::uint32_t from_ip, std::uint16_t from_port,
-                    std::uint32_t to_ip, std::uint16_t to_port, std::string_view bytes) {
     if (delayed_bytes_ + bytes.size() > max_delayed_bytes) {
         ++wan_overflow_;
         return;
     }
-    delayed_.push_back({std::chrono::steady_clock::now() + by, next_seq_++, inbound, from_ip, to_ip, from_port, to_port,
-                        std::string(bytes)});
+    delayed_.push_back({now + v.delay, next_seq_++, inbound, from_ip, to_ip, from_port, to_port, std::string(bytes)});
     std::push_heap(delayed_.begin(), delayed_.end(), std::greater<>{});
     delayed_bytes_ += bytes.size();
     ++wan_delayed_;

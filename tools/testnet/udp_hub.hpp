@@ -101,8 +101,9 @@ private:
         std::string bytes;
         bool operator>(const delayed& o) const noexcept { return due != o.due ? due > o.due : seq > o.seq; }
     };
-    void delay(std::chrono::steady_clock::duration by, bool inbound, std::uint32_t from_ip, std::uint16_t from_port,
-               std::uint32_t to_ip, std::uint16_t to_port, std::string_view bytes);
+    /// One datagram across the WAN model: lost, or into the delay line.
+    void cross_wan(bool inbound, std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip,
+                   std::uint16_t to_port, std::string_view bytes);
     void release_due();
     void arm_wan_timer();
 

@@ -138,6 +138,13 @@ std::string options_help(std::string_view prefix) {
     return out;
 }
 
+std::string usage_with_options(std::string_view usage, std::string_view prefix) {
+    std::string text(usage);
+    constexpr std::string_view marker = "{wan options}\n";
+    if (const auto at = text.find(marker); at != std::string::npos) text.replace(at, marker.size(), options_help(prefix));
+    return text;
+}
+
 bool parse_range(std::string_view s, double& lo, double& hi) {
     const auto dash = s.find('-');
     if (dash == std::string_view::npos) return false;

@@ -72,6 +72,8 @@ parse_result parse_option(std::string_view name, std::string_view value, options
 std::string finish_options(options& o);
 /// Their --help lines, each option name with `prefix` before it.
 std::string options_help(std::string_view prefix);
+/// A tool's usage text with those lines in place of its line "{wan options}".
+std::string usage_with_options(std::string_view usage, std::string_view prefix);
 
 /// "50-350" (milliseconds, min <= max).
 bool parse_range(std::string_view s, double& lo, double& hi);

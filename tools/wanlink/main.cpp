@@ -80,10 +80,7 @@ std::optional<settings> parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
-            std::string text = usage;
-            const std::string_view marker = "{wan options}\n";
-            text.replace(text.find(marker), marker.size(), wan::options_help("--"));
-            std::fputs(text.c_str(), stdout);
+            std::fputs(wan::usage_with_options(usage, "--").c_str(), stdout);
             std::exit(0);
         }
         if (a == "--stop-on-stdin-eof") {
