@@ -22,7 +22,8 @@
 # 127/8 are the TUN device's: libtorrent binds to it, and its packets go through the link. Nothing is created outside the namespace and nothing in it
 # outlives it: when the last process in it exits, the kernel removes the namespace, the device
 # (it is not persistent: it goes with the link's file descriptor), the routes and the rules,
-# whatever way the command ended. No packet can leave the machine: the namespace has no other
+# whatever way the command ended (killed outright, this script takes the link and the command
+# with it: parent-death signals). No packet can leave the machine: the namespace has no other
 # device.
 set -uo pipefail
 
@@ -48,7 +49,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do link_args+=("$1"); shift; done
 shift
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/dhtc-wan.XXXXXX")
-link_pid=
+link_pid= cmd_pid=
 stop_link() {
   if [ -n "$link_pid" ]; then
     kill -TERM "$link_pid" 2>/dev/null
@@ -64,8 +65,10 @@ stop_link() {
   fi
 }
 trap 'stop_link; rm -rf "$work"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# A signal (ctest's timeout, Ctrl-C) ends the command too, then the link.
+stop_all() { [ -n "$cmd_pid" ] && kill -TERM "$cmd_pid" 2>/dev/null && wait "$cmd_pid" 2>/dev/null; exit "$1"; }
+trap 'stop_all 130' INT
+trap 'stop_all 143' TERM
 
 ip link set lo up
 ip addr del 127.0.0.1/8 dev lo
@@ -99,7 +102,15 @@ ip rule add pref 200 lookup local
 ip rule del pref 0
 set +e
 
-# Benchmarks name the network they ran over (bench/network_model.hpp).
-DHTC_NETWORK_MODEL=$(sed -n 's/^dhtc-wanlink: [^:]*: network model: //p' "$work/link.err") "$@"
+# Benchmarks name the network they ran over (bench/network_model.hpp). In the background, so
+# that a signal is handled at once; with a parent-death signal, so that if this shell is
+# killed outright the command goes too (and with it the namespace's last process).
+model=$(sed -n 's/^dhtc-wanlink: [^:]*: network model: //p' "$work/link.err")
+pdeathsig=()
+setpriv --help 2>/dev/null | grep -q -- --pdeathsig && pdeathsig=(setpriv --pdeathsig TERM --)
+DHTC_NETWORK_MODEL=$model "${pdeathsig[@]}" "$@" <&0 &
+cmd_pid=$!
+wait "$cmd_pid"
 rc=$?
+cmd_pid=
 exit $rc

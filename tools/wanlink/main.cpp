@@ -46,8 +46,9 @@ using namespace dhtc::testnet;
 using wan::clock;
 
 constexpr const char* usage = R"(usage: dhtc-wanlink --dev NAME [options]
-A delay-and-loss link on a TUN device (needs CAP_NET_ADMIN): IPv4 packets routed into NAME
-come back out of it after half their pair's RTT plus jitter, or never (loss). Prints
+A delay-and-loss link on a TUN device (needs CAP_NET_ADMIN): IPv4 packets routed into NAME go
+on to their destination after half their pair's RTT plus jitter (sent with --mark), or never
+(loss). Prints
 "READY NAME" when the device exists (configure it then), and one JSON line of counts at the end.
 
   --dev NAME           the TUN device to create (at most 15 characters)
