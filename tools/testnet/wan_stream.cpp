@@ -79,7 +79,9 @@ struct wan_stream::state {
 wan_stream::wan_stream(asio::io_context& io, std::unique_ptr<metadata::byte_stream> inner, wan::model& model,
                        std::uint32_t local, std::uint32_t remote)
     : s_(std::make_shared<state>(io, std::move(inner), model, local, remote)) {
-    s_->handshake_done = clock::now() + model.tcp_handshake(remote, local);
+    // A byte the peer sent as soon as its connect() returned (at once, on loopback) would have
+    // arrived after the handshake and its own half round trip.
+    s_->handshake_done = clock::now() + model.tcp_handshake(remote, local) + model.rtt(remote, local) / 2;
     s_->rx_last = s_->handshake_done;
     asio::co_spawn(io, read_pump(s_), asio::detached);
 }
