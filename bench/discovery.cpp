@@ -9,6 +9,8 @@
 //   dhtc-discovery --bootstrap IP:PORT --truth FILE [--minutes 10] [--interval 60] [--stop-at 0.9]
 //                  [--lookup-rate R] [--query-rate R]   (crawl.bep51.max_lookup_rate_per_sec,
 //                                                        crawl.rate_limit.max_find_node_rate_per_sec)
+// Every line names the network it ran over ("network_model", from DHTC_NETWORK_MODEL: see
+// bench/network_model.hpp).
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -29,6 +31,7 @@
 #include "stats/snapshot.hpp"
 #include "api/crawler.hpp"
 #include "bench_util.hpp"
+#include "network_model.hpp"
 
 using namespace dhtc;
 using clock_type = std::chrono::steady_clock;
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
     std::string bootstrap, truth_path;
     double minutes = 10, interval = 60, stop_at = 0.9;
     double lookup_rate = 0, query_rate = 0; // 0: the crawler's defaults
+    const nlohmann::json network_model = bench::network_model();
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--bootstrap") bootstrap = v;
@@ -184,7 +188,8 @@ int main(int argc, char** argv) {
                              {"delivered_per_1000_packets",
                               packets == last_packets ? 0.0
                                                       : (delivered - last_delivered) * 1000.0 /
-                                                            static_cast<double>(packets - last_packets)}};
+                                                            static_cast<double>(packets - last_packets)},
+                             {"network_model", network_model}};
             // The crawl side's state, so a stall says where it is (an empty pool, a full
             // schedule, deferrals).
             const auto crawl = stats::observability_snapshot(*crawler)["crawl"];
@@ -276,7 +281,8 @@ int main(int argc, char** argv) {
                            {"lookup_rate", o.dht.crawl.bep51.max_lookup_rate_per_sec},
                            {"query_rate", o.dht.crawl.rate_limit.max_find_node_rate_per_sec},
                            {"packets", breakdown},
-                           {"missed", missed}};
+                           {"missed", missed},
+                           {"network_model", network_model}};
     if (!by_holders.is_null()) summary["by_holders"] = by_holders;
     std::printf("%s\n", summary.dump().c_str());
     return 0;

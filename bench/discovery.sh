@@ -9,6 +9,9 @@
 # IP with other nodes); the last line then says how many of our packets a node's blocker
 # ignored (target 0), and how many of those at nodes that share an IP. With shared IPs
 # dhtc-discovery splits the torrents by who held their announces ("by_holders").
+# --libtorrent-like includes the WAN model (50-350 ms RTT per pair, 20 ms jitter, 2% loss each
+# way); "--libtorrent-like --wan 0" runs it on loopback timing. Every line printed names the
+# model it ran under ("network_model", the testnet's own JSON).
 # DHTC_DISCOVERY_KEEP=1 keeps the work directory (truth file, testnet output) and names it.
 set -euo pipefail
 build=${1:?usage: discovery.sh BUILD_DIR [NODES] [TORRENTS] [SEEDERS] [MINUTES] [MISBEHAVE] [dhtc-discovery options...]}
@@ -33,7 +36,9 @@ start_wait=$(( nodes / 20 > 300 ? nodes / 20 : 300 ))
 for _ in $(seq 1 "$start_wait"); do grep -q BOOTSTRAP "$work/out.txt" && break; sleep 1; done
 bootstrap=$(awk '/BOOTSTRAP/ {print $2}' "$work/out.txt")
 [ -n "$bootstrap" ] || { echo "testnet did not start" >&2; cat "$work/err.txt" >&2; exit 1; }
-"$build/bench/dhtc-discovery" --bootstrap "$bootstrap" --truth "$work/truth.json" --minutes "$minutes" "$@"
+model=$(sed -n 's/^testnet: network model: //p' "$work/err.txt")
+DHTC_NETWORK_MODEL=$model "$build/bench/dhtc-discovery" --bootstrap "$bootstrap" --truth "$work/truth.json" \
+  --minutes "$minutes" "$@"
 kill -TERM "$tn"
 wait "$tn" || true
 tn=
@@ -44,4 +49,5 @@ rss=$(sed -n 's/.*max_rss=\([0-9]*\)KiB.*/\1/p' "$work/err.txt")
 field() { sed -n "s/.* $1=\([0-9]*\) .*/\1/p" "$work/err.txt"; }
 blocked=$(field blocked) blocks=$(field blocks)
 blocked_shared=$(field blocked_shared_ip) blocks_shared=$(field blocks_shared_ip) shared_nodes=$(field shared_ip_nodes)
-echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null},\"packets_blocked\":${blocked:-null},\"blocks\":${blocks:-null},\"shared_ip_nodes\":${shared_nodes:-null},\"packets_blocked_shared_ip\":${blocked_shared:-null},\"blocks_shared_ip\":${blocks_shared:-null}}"
+wan_lost=$(field udp_lost)
+echo "{\"bench\":\"discovery\",\"testnet\":true,\"nodes\":$nodes,\"torrents\":$torrents,\"seeders\":$seeders,\"testnet_cpu_secs\":${cpu:-null},\"testnet_max_rss_kib\":${rss:-null},\"packets_blocked\":${blocked:-null},\"blocks\":${blocks:-null},\"shared_ip_nodes\":${shared_nodes:-null},\"packets_blocked_shared_ip\":${blocked_shared:-null},\"blocks_shared_ip\":${blocks_shared:-null},\"wan_udp_lost\":${wan_lost:-null},\"network_model\":${model:-null}}"

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/crawler.hpp"
+#include "network_model.hpp"
 #include "stats/snapshot.hpp"
 #include "support/loopback_crawler.hpp"
 #include "support/lt_swarm_setup.hpp"
@@ -60,7 +61,10 @@ nlohmann::json one_run(int run, int seconds, int sessions, bool destination_budg
         const auto it = torrent_of.find(h.hex());
         return it == torrent_of.end() ? h.hex() : it->second;
     };
-    nlohmann::json out{{"bench", "lt_dht"}, {"run", run}, {"destination_budget", destination_budget}};
+    nlohmann::json out{{"bench", "lt_dht"},
+                       {"run", run},
+                       {"destination_budget", destination_budget},
+                       {"network_model", bench::network_model()}};
     if (!setup.ready) {
         out["error"] = "the swarm did not start";
         return out;
@@ -165,7 +169,10 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         per_run.push_back(j.value("delivered", std::size_t{0}));
     }
-    std::printf("%s\n", nlohmann::json{{"bench", "lt_dht_summary"}, {"sessions", sessions}, {"delivered_per_run", per_run}}
+    std::printf("%s\n", nlohmann::json{{"bench", "lt_dht_summary"},
+                                       {"sessions", sessions},
+                                       {"delivered_per_run", per_run},
+                                       {"network_model", bench::network_model()}}
                             .dump()
                             .c_str());
     return 0;

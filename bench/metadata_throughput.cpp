@@ -3,7 +3,8 @@
 // DHT side plays no part. Offers hashes at a fixed rate and reports, as JSON lines:
 // fetches completed per second, CPU time of this process per fetch, and the p50/p95/p99 of
 // the time from offer to verified delivery. Never run by the tests; see
-// bench/metadata_throughput.sh and docs/performance.md.
+// bench/metadata_throughput.sh and docs/performance.md. The report names the network it ran
+// over ("network_model", from DHTC_NETWORK_MODEL: see bench/network_model.hpp).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "api/delivery.hpp"
 #include "metadata/pipeline.hpp"
 #include "bench_util.hpp"
+#include "network_model.hpp"
 
 using namespace dhtc;
 using clock_type = std::chrono::steady_clock;
@@ -193,6 +195,8 @@ int main(int argc, char** argv) {
         {"latency_ms_p95", percentile(rec.latency_ms, 0.95)},
         {"latency_ms_p99", percentile(rec.latency_ms, 0.99)},
         {"bytes_fetched", pipe.counters().bytes_fetched.load()},
+        {"success_share", offered ? static_cast<double>(rec.accepted) / static_cast<double>(offered) : 0.0},
+        {"network_model", bench::network_model()},
     };
     std::printf("%s\n", result.dump().c_str());
     return 0;

@@ -2,7 +2,9 @@
 # Metadata throughput benchmark: starts the loopback test network (well-behaved seeders only),
 # then runs dhtc-metadata-throughput against its truth file at each offered rate.
 #   bench/metadata_throughput.sh [BUILD_DIR] [TORRENTS] [RATE...]
-# Prints one JSON line per rate (see docs/performance.md).
+# Prints one JSON line per rate (see docs/performance.md), each with the test network's
+# "network_model". DHTC_TESTNET_ARGS adds testnet options, e.g. "--wan 1" (the WAN model:
+# 50-350 ms RTT, 20 ms jitter, 2% loss each way) or "--wan-rtt 300-300 --wan-jitter 0".
 set -euo pipefail
 build=${1:-build/release}
 torrents=${2:-10000}
@@ -19,6 +21,7 @@ trap cleanup EXIT
 per_rate=$((torrents / ${#rates[@]}))
 "$build/tools/testnet/dhtcrawler-testnet" --nodes 200 --seeders 500 --torrents "$torrents" \
   --misbehave 0 --churn 0 --duration 900 --seed 7 --truth "$out/truth.json" --quiet \
+  ${DHTC_TESTNET_ARGS:-} \
   >"$out/testnet.out" 2>"$out/testnet.err" &
 testnet_pid=$!
 for _ in $(seq 600); do grep -q '^BOOTSTRAP ' "$out/testnet.out" && break; sleep 0.5; done
@@ -31,8 +34,9 @@ items = json.load(open(truth))
 for i in range(n):
     json.dump(items[i * per:(i + 1) * per], open(f"{out}/slice{i}.json", "w"))
 PY
+model=$(sed -n 's/^testnet: network model: //p' "$out/testnet.err")
 i=0
 for rate in "${rates[@]}"; do
-  "$build/bench/dhtc-metadata-throughput" --truth "$out/slice$i.json" --rate "$rate"
+  DHTC_NETWORK_MODEL=$model "$build/bench/dhtc-metadata-throughput" --truth "$out/slice$i.json" --rate "$rate"
   i=$((i + 1))
 done

@@ -54,6 +54,7 @@
 
 #include "api/crawler.hpp"
 #include "bench_util.hpp"
+#include "network_model.hpp"
 #include "stats/snapshot.hpp"
 #include "support/loopback_crawler.hpp"
 #include "support/lt_swarm_setup.hpp"
@@ -378,7 +379,8 @@ int main(int argc, char** argv) {
                                            {"tries_per_delivered", sum.delivered == 0 ? nlohmann::json(nullptr)
                                                                                       : nlohmann::json(sum.tries_per_delivered())},
                                            {"p50_ms", bench::quantile(sum.ms, 0.5)},
-                                           {"p95_ms", bench::quantile(sum.ms, 0.95)}}
+                                           {"p95_ms", bench::quantile(sum.ms, 0.95)},
+                                           {"network_model", bench::network_model()}}
                                 .dump()
                                 .c_str());
         std::fflush(stdout);

@@ -27,6 +27,7 @@
 
 #include "metadata/hashing.hpp"
 #include "bench_util.hpp"
+#include "network_model.hpp"
 #include "metadata/peer_session.hpp"
 #include "metadata/utp_stream.hpp"
 #include "support/fake_peer.hpp"
@@ -107,6 +108,7 @@ nlohmann::json run(const settings& s, const mode& m, const seeder& sd) {
     host->shutdown();
     std::sort(ms.begin(), ms.end());
     return {{"bench", "utp_cost"},
+            {"network_model", bench::network_model()},
             {"mode", m.name},
             {"fetches", done},
             {"ok", ok},

@@ -13,6 +13,7 @@ PACKAGES=(
   default-jdk-headless maven
   binutils
   chromium chromium-driver
+  iproute2 util-linux
 )
 
 missing=()

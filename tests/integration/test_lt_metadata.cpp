@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +121,8 @@ TEST_CASE("libtorrent seeders: every torrent delivered once, verified, matching 
         std::sort(files.begin(), files.end());
         CHECK_MESSAGE(files == e->files, "file list differs for " << e->name);
     }
+    const auto once = std::count_if(expected.begin(), expected.end(), [&](const auto& e) { return times_delivered[e.first] == 1; });
+    MESSAGE("arrived once: " << once << " of " << expected.size() << " (metadata)"); // tests/wan/run_lt_wan.sh counts it
     for (const auto& [key, t] : expected) CHECK_MESSAGE(times_delivered[key] == 1, t.name << " delivered " << times_delivered[key] << " times");
     for (const auto& c : completions)
         CHECK_MESSAGE(c.result != api::outcome::fetch_failed,

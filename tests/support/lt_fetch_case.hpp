@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -126,6 +127,9 @@ inline lt_case_result run_lt_case(const lt_case& c) {
 
     std::lock_guard l(m);
     for (const auto& d : out.deliveries) ++out.times_delivered[out.torrent_of[d.info.info_hash.hex()]];
+    // One line per case that tests/wan/run_lt_wan.sh counts.
+    const auto once = std::count_if(keys.begin(), keys.end(), [&](const std::string& k) { return out.times_delivered[k] == 1; });
+    MESSAGE("arrived once: " << once << " of " << keys.size() << " (" << c.name << ")");
     for (const auto& k : keys)
         CHECK_MESSAGE(out.times_delivered[k] == 1,
                       k << " (" << out.described[k] << ") delivered " << out.times_delivered[k] << " times");

@@ -726,3 +726,85 @@ TEST_CASE("testnet.selfcheck: with --restrict-ips a table holds one node per IP 
     CHECK(kept == 1);
     CHECK_FALSE(second_pinged);
 }
+
+TEST_CASE("testnet.selfcheck: under the WAN model a crawler's datagrams are lost each way at its rate, and fetches "
+          "over TCP and uTP still equal the truth") {
+    using metadata::encryption_policy;
+    using metadata::transport_policy;
+    const auto dir = std::filesystem::temp_directory_path() / ("dhtc-testnet-wan-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto truth_path = dir / "truth.json";
+    // 20% loss each way: a query and its answer both cross with probability 0.64.
+    test::subprocess net({DHTC_TESTNET_BIN, "--nodes", "8", "--seeders", "2", "--torrents", "4", "--seed", "13",
+                          "--policy-mix", "plaintext=1,utp=1", "--churn", "0", "--wan-rtt", "20-40", "--wan-jitter", "10",
+                          "--wan-loss", "0.2", "--duration", "120", "--quiet", "--stop-on-stdin-eof", "--truth",
+                          truth_path.string()});
+    const auto bootstrap = wait_for_bootstrap(net);
+    REQUIRE_MESSAGE(bootstrap, "the testnet never printed BOOTSTRAP");
+    nlohmann::json truth;
+    {
+        std::ifstream in(truth_path);
+        truth = nlohmann::json::parse(in);
+    }
+
+    // 400 pings at once, each with a transaction id of its own; the answers counted, not timed
+    // (a bounded wait long enough for every answer that can come).
+    const int fd = open_socket(SOCK_DGRAM, nullptr);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(bootstrap->address.to_v4_uint());
+    to.sin_port = htons(bootstrap->port);
+    id20 our_id;
+    our_id.bytes.fill(0x51);
+    const int pings = 400;
+    for (int i = 0; i < pings; ++i) {
+        std::string q;
+        REQUIRE(krpc::encode_ping(q, krpc::query_header{"w" + std::to_string(i), our_id, {}}));
+        REQUIRE(::sendto(fd, q.data(), q.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
+                static_cast<ssize_t>(q.size()));
+    }
+    std::set<std::string> answered;
+    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        char buf[1500];
+        const auto n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) continue;
+        bencode::document doc;
+        krpc::message m;
+        if (bencode::decode(std::string_view(buf, static_cast<std::size_t>(n)), doc, krpc::packet_limits) &&
+            krpc::parse(doc.root(), m) && m.type == krpc::message_type::response)
+            answered.insert(std::string(m.transaction));
+    }
+    ::close(fd);
+    MESSAGE(answered.size() << " of " << pings << " pings answered (expected about 256)");
+    // Binomial(400, 0.64): mean 256, standard deviation 9.6.
+    CHECK(answered.size() > 208);
+    CHECK(answered.size() < 304);
+
+    // The seeders' TCP (wan_stream: delayed, reordered never, "lost" chunks late) and uTP (the
+    // hub's delay line, real losses the core's uTP recovers) still carry exact metadata.
+    std::map<std::string, std::pair<std::size_t, endpoint>> sample;
+    for (std::size_t i = 0; i < truth.size(); ++i)
+        for (std::size_t k = 0; k < truth[i].at("seeders").size(); ++k)
+            sample.emplace(truth[i]["seeder_policies"][k].get<std::string>(),
+                           std::pair{i, *endpoint::parse(truth[i]["seeders"][k].get<std::string>())});
+    for (const auto& [policy, transports] : {std::pair{std::string("plaintext"), transport_policy::tcp},
+                                             std::pair{std::string("utp"), transport_policy::utp}}) {
+        REQUIRE(sample.contains(policy));
+        const auto& [index, seeder] = sample.at(policy);
+        const auto key_hex = truth[index].at("announce_keys").at(0).get<std::string>();
+        const auto key = *id20::from_hex(key_hex);
+        INFO(policy << " seeder " << seeder.to_string());
+        const auto f = fetch_by_session(seeder, key, encryption_policy::disable, transports, 20000ms);
+        REQUIRE(f.result.ok());
+        metadata::torrent_info info;
+        REQUIRE(metadata::parse_info(f.bytes, key, info));
+        auto expected = test::without_truth_extras(truth[index]);
+        expected["info_hash"] = key_hex;
+        CHECK(metadata::to_json(info) == expected);
+    }
+    CHECK(net.stop(10000ms) == 0);
+    std::filesystem::remove_all(dir);
+}

@@ -56,6 +56,7 @@ struct options {
     double nat = 0;
     ip_group_options shared_ip;
     bool restrict_ips = false;
+    wan::options wan;
     bool quiet = false;
     bool stop_on_stdin_eof = false;
 };
@@ -104,9 +105,15 @@ Stops after --duration seconds, or on SIGINT/SIGTERM, writing the truth file.
   --restrict-ips 0|1   libtorrent's dht_restrict_routing_ips and dht_restrict_search_ips,
                        per IP: a node's table holds one node per IP, a lookup asks one node
                        per IP (default 0)
+  --wan 0|1            the WAN model between every two hosts, the crawler included: a
+                       round-trip time per pair of IPs, jitter, loss each way, on KRPC, uTP
+                       and (on the seeders' side) TCP (default 0; each --wan-* option below
+                       turns it on; the defaults are the libtorrent-like ones)
+{wan options}
   --libtorrent-like    --block-rate 5 --sample-interval 21600 --nat 0.2 --replace-per-hour 0.2
-                       --shared-ip 0.1 --restrict-ips 1: the real DHT where it matters to a
-                       crawler (samples are 20 hashes, as always); options after it override
+                       --shared-ip 0.1 --restrict-ips 1 --wan 1: the real DHT where it matters
+                       to a crawler (samples are 20 hashes, as always); options after it
+                       override (--wan 0: no WAN model)
   --quiet              no periodic statistics on stderr
   --stop-on-stdin-eof  also stop when stdin reaches end of file (for a parent that
                        holds a pipe open and closes it to say "stop")
@@ -131,7 +138,7 @@ std::optional<options> parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--help" || a == "-h") {
-            std::fputs(usage, stdout);
+            std::fputs(wan::usage_with_options(usage, "--wan-").c_str(), stdout);
             std::exit(0);
         }
         if (a == "--quiet") {
@@ -149,6 +156,7 @@ std::optional<options> parse_args(int argc, char** argv) {
             o.replace_per_hour = 0.2;
             o.shared_ip.share = 0.1; // a guess: see README.md, "Behaving like the real DHT"
             o.restrict_ips = true;
+            o.wan.enabled = true; // the defaults: see README.md, "The WAN model"
             continue;
         }
         if (i + 1 >= argc) {
@@ -186,6 +194,19 @@ std::optional<options> parse_args(int argc, char** argv) {
             ok = v == "0" || v == "1";
             o.restrict_ips = v == "1";
         }
+        else if (a == "--wan") {
+            ok = v == "0" || v == "1";
+            o.wan.enabled = v == "1";
+        }
+        else if (a.rfind("--wan-", 0) == 0) {
+            o.wan.enabled = true;
+            const auto r = wan::parse_option(a.substr(6), v, o.wan);
+            if (r == wan::parse_result::not_an_option) {
+                std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
+                return std::nullopt;
+            }
+            ok = r == wan::parse_result::ok;
+        }
         else {
             std::fprintf(stderr, "unknown option %s (see --help)\n", argv[i - 1]);
             return std::nullopt;
@@ -197,6 +218,11 @@ std::optional<options> parse_args(int argc, char** argv) {
     }
     if (o.nodes == 0) {
         std::fprintf(stderr, "--nodes must be at least 1\n");
+        return std::nullopt;
+    }
+    o.wan.seed = o.seed;
+    if (const auto problem = wan::finish_options(o.wan); !problem.empty()) {
+        std::fprintf(stderr, "WAN model: %s\n", problem.c_str());
         return std::nullopt;
     }
     if (o.torrents > 0 && o.seeders == 0) {
@@ -281,7 +307,10 @@ int run(const options& o) {
     no.node.sample_interval = o.sample_interval;
     no.node.restrict_ips = o.restrict_ips;
     no.node.peer_ttl = std::max<seconds>(1800, 2 * o.reannounce + 60);
+    no.wan = o.wan;
     network net(io, no);
+    // Benchmarks copy this line into their reports (bench/discovery.sh and the others).
+    std::fprintf(stderr, "testnet: network model: %s\n", o.wan.to_json().c_str());
     std::vector<node_view> node_views;
     for (std::size_t i = 0; i < o.nodes; ++i) {
         net.add_node(plan->address(groups.address_of(i)), groups.port_slot(i));
@@ -384,7 +413,7 @@ int run(const options& o) {
             std::fprintf(stderr,
                          "testnet: t=%.0fs cpu=%.1fs rss=%ldKiB udp rx=%llu tx=%llu drop=%llu | online=%zu queries=%llu "
                          "stored=%llu lookups=%llu active=%zu timeouts=%llu learned=%llu | tcp conn=%llu open=%zu "
-                         "pieces=%llu full=%llu served_torrents=%zu\n",
+                         "pieces=%llu full=%llu served_torrents=%zu | wan lost=%llu delayed=%llu\n",
                          elapsed(), cpu_seconds(), max_rss_kib(), static_cast<unsigned long long>(net.hub().received()),
                          static_cast<unsigned long long>(net.hub().sent()),
                          static_cast<unsigned long long>(net.hub().send_dropped()), net.online_nodes(),
@@ -394,7 +423,9 @@ int run(const options& o) {
                          static_cast<unsigned long long>(s.timeouts), static_cast<unsigned long long>(s.learned),
                          static_cast<unsigned long long>(ss.connections), seeders.open_connections(),
                          static_cast<unsigned long long>(ss.pieces_served),
-                         static_cast<unsigned long long>(ss.full_transfers), served);
+                         static_cast<unsigned long long>(ss.full_transfers), served,
+                         static_cast<unsigned long long>(net.hub().wan_lost()),
+                         static_cast<unsigned long long>(net.hub().wan_delayed()));
             report();
         });
     };
@@ -421,7 +452,8 @@ int run(const options& o) {
                  "testnet: done: cpu=%.1fs max_rss=%ldKiB, %zu of %zu torrents served in full, blocked=%llu blocks=%llu "
                  "blocked_shared_ip=%llu blocks_shared_ip=%llu shared_ip_nodes=%zu "
                  "to_nat=%llu replaced=%llu | policies (seeders/connections/full):%s mse=%llu mse_failed=%llu plaintext_refused=%llu "
-                 "tcp_refused_utp_only=%llu utp_conn=%llu utp_refused=%llu\n",
+                 "tcp_refused_utp_only=%llu utp_conn=%llu utp_refused=%llu | wan: udp_lost=%llu udp_delayed=%llu "
+                 "udp_overflow=%llu judged=%llu lost=%llu link_evictions=%llu\n",
                  cpu_seconds(), max_rss_kib(), served, torrents.size(),
                  static_cast<unsigned long long>(net.stats().blocked), static_cast<unsigned long long>(net.stats().blocks),
                  static_cast<unsigned long long>(net.stats().blocked_shared_ip),
@@ -431,7 +463,13 @@ int run(const options& o) {
                  static_cast<unsigned long long>(ss.mse_handshakes), static_cast<unsigned long long>(ss.mse_failures),
                  static_cast<unsigned long long>(ss.plaintext_refused),
                  static_cast<unsigned long long>(ss.tcp_refused_utp_only),
-                 static_cast<unsigned long long>(ss.utp_connections), static_cast<unsigned long long>(ss.utp_refused));
+                 static_cast<unsigned long long>(ss.utp_connections), static_cast<unsigned long long>(ss.utp_refused),
+                 static_cast<unsigned long long>(net.hub().wan_lost()),
+                 static_cast<unsigned long long>(net.hub().wan_delayed()),
+                 static_cast<unsigned long long>(net.hub().wan_overflow()),
+                 static_cast<unsigned long long>(net.wan() ? net.wan()->counters().packets : 0),
+                 static_cast<unsigned long long>(net.wan() ? net.wan()->counters().lost : 0),
+                 static_cast<unsigned long long>(net.wan() ? net.wan()->counters().link_evictions : 0));
     if (!o.truth.empty() && !write_truth(o.truth, torrents, seeder_views, node_views, true, error)) {
         std::fprintf(stderr, "testnet: %s\n", error.c_str());
         return 1;

@@ -31,6 +31,12 @@ network::network(asio::io_context& io, const network_options& o)
     std::vector<std::uint16_t> ports{o.port};
     ports.insert(ports.end(), o.extra_ports.begin(), o.extra_ports.end());
     hub_ = std::make_unique<udp_hub>(io, ports, [this](const datagram& d) { on_datagram(d); });
+    if (o.wan.enabled) {
+        wan_ = std::make_unique<wan::model>(o.wan);
+        hub_->apply_wan(*wan_, [this](std::uint32_t ip, std::uint16_t port) {
+            return by_endpoint_.count(endpoint_key(ip, port)) != 0;
+        });
+    }
 }
 
 network::~network() = default;

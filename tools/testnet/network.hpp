@@ -23,6 +23,7 @@
 #include "testnet/node.hpp"
 #include "testnet/rng.hpp"
 #include "testnet/udp_hub.hpp"
+#include "testnet/wan_model.hpp"
 
 namespace dhtc::testnet {
 
@@ -39,6 +40,9 @@ struct network_options {
     seconds block_timeout = 300;
     double nat = 0;                ///< share of nodes behind NAT
     node_settings node;
+    /// The wide-area network between every two hosts, the crawler's included (off unless
+    /// enabled).
+    wan::options wan;
 };
 
 /// A responding node a lookup ended with, and the token it gave (get_peers).
@@ -116,6 +120,8 @@ public:
 
     const network_stats& stats() const noexcept { return stats_; }
     const udp_hub& hub() const noexcept { return *hub_; }
+    /// The WAN model every datagram goes through, and the seeders' TCP; null when it is off.
+    wan::model* wan() noexcept { return wan_.get(); }
 
 private:
     enum class tx_kind : std::uint8_t { verify_ping, lookup, announce };
@@ -186,6 +192,7 @@ private:
     network_options opt_;
     rng rng_;
     token_keys tokens_;
+    std::unique_ptr<wan::model> wan_; // before hub_: the hub holds a reference
     std::unique_ptr<udp_hub> hub_;
     asio::steady_timer timer_;
     std::chrono::steady_clock::time_point started_;

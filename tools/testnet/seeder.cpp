@@ -15,6 +15,7 @@
 #include "bencode/encoder.hpp"
 #include "metadata/mse.hpp"
 #include "metadata/tcp_stream.hpp"
+#include "testnet/wan_stream.hpp"
 #include "metadata/wire.hpp"
 #include "testnet/address_plan.hpp"
 
@@ -287,28 +288,52 @@ void seeder_set::accept() {
             asio::error_code lec;
             const auto local = s.local_endpoint(lec);
             const auto it = lec ? by_ip_.end() : by_ip_.find(local.address().to_v4().to_uint());
+            asio::error_code rec;
+            const auto remote = s.remote_endpoint(rec);
+            const std::uint32_t peer_ip = rec ? 0 : remote.address().to_v4().to_uint();
+            const std::uint32_t seeder_ip = it == by_ip_.end() ? 0 : seeders_[it->second].ip;
             ++stats_.connections;
             if (it == by_ip_.end() || seeders_[it->second].mode == misbehaviour::refuse) {
                 ++stats_.refused;
-                s.close(lec);
+                close_refused(std::move(s), seeder_ip, peer_ip);
             } else if (utp_only(seeders_[it->second].policy)) {
                 // Incoming TCP firewalled: libtorrent's listen socket accepts and closes.
                 ++stats_.tcp_refused_utp_only;
-                s.close(lec);
+                close_refused(std::move(s), seeder_ip, peer_ip);
             } else if (open_ >= opt_.max_connections) {
                 ++stats_.over_capacity;
-                s.close(lec);
+                close_refused(std::move(s), seeder_ip, peer_ip);
             } else {
                 // As BitTorrent clients do: with Nagle on, the second of two small writes
                 // (handshake, then extension handshake) waits for the peer's delayed ACK.
                 s.set_option(tcp::no_delay(true), lec);
-                asio::error_code rec;
-                const auto remote = s.remote_endpoint(rec);
-                const std::uint32_t peer_ip = rec ? 0 : remote.address().to_v4().to_uint();
-                start_session(std::make_unique<metadata::tcp_stream>(std::move(s)), it->second, peer_ip);
+                std::unique_ptr<metadata::byte_stream> stream = std::make_unique<metadata::tcp_stream>(std::move(s));
+                // Under the WAN model the seeder's side delays what it reads and writes, and
+                // its close (see wan_stream).
+                if (auto* wan = net_.wan())
+                    stream = std::make_unique<wan_stream>(io_, std::move(stream), *wan, seeder_ip, peer_ip);
+                start_session(std::move(stream), it->second, peer_ip);
             }
         }
         accept();
+    });
+}
+
+void seeder_set::close_refused(tcp::socket s, std::uint32_t seeder_ip, std::uint32_t peer_ip) {
+    asio::error_code ignored;
+    auto* wan = net_.wan();
+    if (!wan) {
+        s.close(ignored);
+        return;
+    }
+    // The close reaches the peer when its first bytes would have reached us, and half an
+    // RTT later: kept open until then.
+    const auto after = wan->tcp_handshake(peer_ip, seeder_ip) + wan->rtt(seeder_ip, peer_ip) / 2;
+    auto timer = std::make_shared<asio::steady_timer>(io_, after);
+    auto socket = std::make_shared<tcp::socket>(std::move(s));
+    timer->async_wait([timer, socket](const asio::error_code&) {
+        asio::error_code e;
+        socket->close(e);
     });
 }
 

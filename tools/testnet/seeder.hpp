@@ -137,6 +137,9 @@ private:
 
     void assign_policies();
     void accept();
+    /// Closes a connection the seeder will not serve: at once, or under the WAN model when
+    /// the close would reach the peer.
+    void close_refused(asio::ip::tcp::socket s, std::uint32_t seeder_ip, std::uint32_t peer_ip);
     bool on_utp_datagram(const datagram& d);
     void start_session(std::unique_ptr<metadata::byte_stream> stream, std::size_t seeder_index, std::uint32_t peer_ip);
     asio::awaitable<void> serve(std::shared_ptr<peer_connection> conn, std::size_t seeder_index, std::uint32_t peer_ip);

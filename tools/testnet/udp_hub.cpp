@@ -2,16 +2,19 @@
 
 #include <asio/post.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
 #include <arpa/inet.h>
 
+#include "testnet/wan_model.hpp"
+
 namespace dhtc::testnet {
 
 udp_hub::udp_hub(asio::io_context& io, const std::vector<std::uint16_t>& ports, handler on_datagram)
-    : io_(io), on_datagram_(std::move(on_datagram)) {
+    : io_(io), on_datagram_(std::move(on_datagram)), wan_timer_(io) {
     sockets_.reserve(ports.size());
     for (const auto port : ports) {
         auto& b = sockets_.emplace_back(bound_socket{asio::ip::udp::socket(io), 0});
@@ -47,6 +50,7 @@ void udp_hub::close() {
     if (closed_) return;
     flush();
     closed_ = true;
+    wan_timer_.cancel();
     asio::error_code ec;
     for (auto& b : sockets_) b.socket.close(ec);
 }
@@ -96,16 +100,91 @@ void udp_hub::drain(std::size_t slot) {
             d.from_port = ntohs(from.sin_port);
             d.bytes = {rx_data_[static_cast<std::size_t>(i)].data(), rx_msg_[static_cast<std::size_t>(i)].msg_len};
             ++received_;
-            on_datagram_(d);
+            receive(d);
         }
         flush();
         if (static_cast<std::size_t>(n) < batch) break;
     }
 }
 
+void udp_hub::apply_wan(wan::model& m, std::function<bool(std::uint32_t, std::uint16_t)> is_ours) {
+    wan_ = &m;
+    is_ours_ = std::move(is_ours);
+}
+
+void udp_hub::receive(const datagram& d) {
+    if (!wan_ || is_ours_(d.from_ip, d.from_port)) {
+        on_datagram_(d); // from one of ours: the model was applied when it was sent
+        return;
+    }
+    cross_wan(true, d.from_ip, d.from_port, d.to_ip, d.to_port, d.bytes);
+}
+
 void udp_hub::send(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
                    std::string_view bytes) {
     if (closed_) return;
+    if (!wan_) send_now(from_ip, from_port, to_ip, to_port, bytes);
+    else cross_wan(false, from_ip, from_port, to_ip, to_port, bytes);
+}
+
+void udp_hub::cross_wan(bool inbound, std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip,
+                        std::uint16_t to_port, std::string_view bytes) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto v = wan_->datagram(from_ip, to_ip, now);
+    if (v.lost) {
+        ++wan_lost_;
+        return;
+    }
+    if (delayed_bytes_ + bytes.size() > max_delayed_bytes) {
+        ++wan_overflow_;
+        return;
+    }
+    delayed_.push_back({now + v.delay, next_seq_++, inbound, from_ip, to_ip, from_port, to_port, std::string(bytes)});
+    std::push_heap(delayed_.begin(), delayed_.end(), std::greater<>{});
+    delayed_bytes_ += bytes.size();
+    ++wan_delayed_;
+    arm_wan_timer();
+}
+
+void udp_hub::arm_wan_timer() {
+    if (closed_ || delayed_.empty()) return;
+    const auto due = delayed_.front().due;
+    if (due >= wan_timer_at_) return; // the timer already fires earlier
+    wan_timer_at_ = due;
+    wan_timer_.expires_at(due);
+    wan_timer_.async_wait([this](const asio::error_code& ec) {
+        if (ec || closed_) return; // re-armed earlier, or closed
+        wan_timer_at_ = std::chrono::steady_clock::time_point::max();
+        release_due();
+    });
+}
+
+void udp_hub::release_due() {
+    const auto now = std::chrono::steady_clock::now();
+    // Bounded work per wake-up, as in drain(): the rest goes on at once after other handlers.
+    for (int n = 0; n < 1024 && !closed_ && !delayed_.empty() && delayed_.front().due <= now; ++n) {
+        std::pop_heap(delayed_.begin(), delayed_.end(), std::greater<>{});
+        const delayed p = std::move(delayed_.back());
+        delayed_.pop_back();
+        delayed_bytes_ -= p.bytes.size();
+        if (p.inbound) {
+            datagram d;
+            d.to_ip = p.to_ip;
+            d.to_port = p.to_port;
+            d.from_ip = p.from_ip;
+            d.from_port = p.from_port;
+            d.bytes = p.bytes;
+            on_datagram_(d);
+        } else {
+            send_now(p.from_ip, p.from_port, p.to_ip, p.to_port, p.bytes);
+        }
+    }
+    flush();
+    arm_wan_timer();
+}
+
+void udp_hub::send_now(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
+                       std::string_view bytes) {
     std::size_t socket = 0;
     while (socket < sockets_.size() && sockets_[socket].port != from_port) ++socket;
     if (bytes.size() > max_datagram || socket == sockets_.size()) {

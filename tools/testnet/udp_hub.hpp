@@ -14,11 +14,16 @@
 
 #include <asio/io_context.hpp>
 #include <asio/ip/udp.hpp>
+#include <asio/steady_timer.hpp>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 namespace dhtc::testnet {
+
+namespace wan {
+class model;
+}
 
 /// One received datagram. Addresses in host byte order.
 struct datagram {
@@ -48,6 +53,12 @@ public:
     void start();
     void close();
 
+    /// Puts every datagram through the WAN model: a datagram from one of our hosts
+    /// (`is_ours`) is judged when sent, one from elsewhere (a crawler) when received, so each
+    /// crosses one link once; a lost one is dropped, the others wait out their delay here.
+    /// `m` must outlive the hub.
+    void apply_wan(wan::model& m, std::function<bool(std::uint32_t ip, std::uint16_t port)> is_ours);
+
     /// Queues a datagram from from_ip:from_port (a simulated host; from_port one of ours)
     /// to to_ip:to_port. Sent at the next flush, which is posted automatically.
     void send(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
@@ -57,6 +68,13 @@ public:
     std::uint64_t received() const noexcept { return received_; }
     std::uint64_t sent() const noexcept { return sent_; }
     std::uint64_t send_dropped() const noexcept { return send_dropped_; }
+    /// WAN model: datagrams it lost, those it delayed, and those dropped because the delay
+    /// line held max_delayed_bytes already.
+    std::uint64_t wan_lost() const noexcept { return wan_lost_; }
+    std::uint64_t wan_delayed() const noexcept { return wan_delayed_; }
+    std::uint64_t wan_overflow() const noexcept { return wan_overflow_; }
+    /// Bytes the delay line may hold (at 350 ms, 64 MiB is ~180 MB/s of traffic).
+    static constexpr std::size_t max_delayed_bytes = 64u << 20;
 
 private:
     struct bound_socket {
@@ -66,6 +84,28 @@ private:
     void wait_readable(std::size_t slot);
     void drain(std::size_t slot);
     void send_batch(int fd, mmsghdr* msgs, std::size_t count);
+    /// send() without the WAN model.
+    void send_now(std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip, std::uint16_t to_port,
+                  std::string_view bytes);
+    /// A received datagram to the handler now, or later under the WAN model.
+    void receive(const datagram& d);
+
+    // The WAN model's delay line: a min-heap by (due, seq) of datagrams waiting to be
+    // received (inbound) or sent, and the timer for the first of them.
+    struct delayed {
+        std::chrono::steady_clock::time_point due;
+        std::uint64_t seq;
+        bool inbound;
+        std::uint32_t from_ip, to_ip;
+        std::uint16_t from_port, to_port;
+        std::string bytes;
+        bool operator>(const delayed& o) const noexcept { return due != o.due ? due > o.due : seq > o.seq; }
+    };
+    /// One datagram across the WAN model: lost, or into the delay line.
+    void cross_wan(bool inbound, std::uint32_t from_ip, std::uint16_t from_port, std::uint32_t to_ip,
+                   std::uint16_t to_port, std::string_view bytes);
+    void release_due();
+    void arm_wan_timer();
 
     struct tx_slot {
         std::array<char, max_datagram> data;
@@ -92,6 +132,17 @@ private:
     std::vector<mmsghdr> tx_msg_;
     std::vector<mmsghdr> tx_batch_; // one socket's share of tx_msg_ when there are several
     std::size_t tx_count_ = 0;
+
+    wan::model* wan_ = nullptr;
+    std::function<bool(std::uint32_t, std::uint16_t)> is_ours_;
+    std::vector<delayed> delayed_;
+    std::size_t delayed_bytes_ = 0;
+    std::uint64_t next_seq_ = 0;
+    asio::steady_timer wan_timer_;
+    std::chrono::steady_clock::time_point wan_timer_at_ = std::chrono::steady_clock::time_point::max();
+    std::uint64_t wan_lost_ = 0;
+    std::uint64_t wan_delayed_ = 0;
+    std::uint64_t wan_overflow_ = 0;
 
     std::uint64_t received_ = 0;
     std::uint64_t sent_ = 0;
