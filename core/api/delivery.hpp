@@ -22,7 +22,7 @@
 #include <thread>
 #include <variant>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "metadata/ports.hpp"
 
 namespace dhtc::api {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "crawl/node_pool.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "retry/postgres_store.hpp"
 #include "util/id20.hpp"
 

@@ -24,7 +24,7 @@ struct rate_limit_options {
     unsigned trusted_response_percent = 20;
     /// Every KRPC datagram to one node (IP and port; queries and answers): libtorrent's
     /// blocker, one per session, ignores an IP for 5 minutes past 5 packets/s over 10 s.
-    /// rate x 10 s + burst = 30 in any 10 s; answers first (crawl/source_table.hpp).
+    /// rate x 10 s + burst = 30 in any 10 s; answers first (dht/source_table.hpp).
     double max_packets_per_destination_per_sec = 2;
     double destination_burst = 10;
     /// Every KRPC datagram to one IP, all its nodes together (CGNAT, a seedbox host): 8 nodes'

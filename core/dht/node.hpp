@@ -10,8 +10,8 @@
 
 #include "bencode/decoder.hpp"
 #include "crawl/options.hpp"
-#include "crawl/rate_limiter.hpp"
-#include "crawl/source_table.hpp"
+#include "dht/rate_limiter.hpp"
+#include "dht/source_table.hpp"
 #include "dht/responder.hpp"
 #include "krpc/message.hpp"
 #include "net/transport.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::krpc {

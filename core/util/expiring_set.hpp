@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/siphash.hpp"
 #include "util/slab_array.hpp"
 #include "util/slot_index.hpp"

@@ -19,7 +19,7 @@
 #include <new>
 #include <random>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/siphash.hpp"
 
 namespace dhtc::detail {

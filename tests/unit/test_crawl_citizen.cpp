@@ -133,7 +133,7 @@ crawl_figures crawl_many_samples(bool budgeted) {
     const double node_rate = rl.max_packets_per_destination_per_sec, node_burst = rl.destination_burst;
     for (const auto& [node, s] : sent_by(h.net, by_node)) {
         // Answers first: answers alone stay within the node's budget; with our queries, within
-        // rate x t + 2 x burst - headroom (crawl/source_table.hpp).
+        // rate x t + 2 x burst - headroom (dht/source_table.hpp).
         f.node_answer_excess = std::max(f.node_answer_excess, excess(s.answers, node_rate, node_burst));
         f.node_excess = std::max(f.node_excess, excess(s.all, node_rate, 2 * node_burst - 2));
         f.worst_node_window = std::max(f.worst_node_window, max_in_window(s.all, 10s));

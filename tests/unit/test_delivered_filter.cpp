@@ -5,7 +5,7 @@
 #include <random>
 
 #include "metadata/delivered_filter.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 using namespace dhtc;
 using namespace dhtc::metadata;

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/expiring_set.hpp"
 
 using namespace dhtc;

@@ -11,7 +11,7 @@
 #include "dht/node.hpp"
 #include "dht/responder.hpp"
 #include "krpc/encode.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "support/allocation_counter.hpp"
 #include "support/krpc_equivalence.hpp"
 

@@ -15,7 +15,7 @@
 #include "crawl/sampled_nodes.hpp"
 #include "util/slot_index.hpp"
 #include "crawl/subnet_counter.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 using namespace dhtc;
 using namespace dhtc::crawl;

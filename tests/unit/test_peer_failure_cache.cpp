@@ -9,7 +9,7 @@
 #include <random>
 
 #include "metadata/peer_failure_cache.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 #include "support/allocation_counter.hpp"
 

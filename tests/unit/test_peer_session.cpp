@@ -22,9 +22,9 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 #include "metadata/peer_session.hpp"
-#include "metadata/utp_stream.hpp"
+#include "streams/utp_stream.hpp"
 #include "support/fake_peer.hpp"
 
 using namespace std::chrono_literals;

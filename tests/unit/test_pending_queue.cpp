@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "metadata/pending_queue.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 #include "support/allocation_counter.hpp"
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/delivery.hpp"
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 #include "metadata/pipeline.hpp"
 #include "support/fake_peer.hpp"
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "crawl/rate_limiter.hpp"
-#include "net/clock.hpp"
+#include "dht/rate_limiter.hpp"
+#include "util/clock.hpp"
 
 using namespace dhtc;
 using namespace dhtc::crawl;

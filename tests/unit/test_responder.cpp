@@ -6,7 +6,7 @@
 #include "bencode/decoder.hpp"
 #include "dht/responder.hpp"
 #include "krpc/encode.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;

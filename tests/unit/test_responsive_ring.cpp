@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "crawl/responsive_ring.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 #include "support/allocation_counter.hpp"
 

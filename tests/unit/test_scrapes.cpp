@@ -8,7 +8,7 @@
 
 #include "crawl/scrapes.hpp"
 #include "krpc/message.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "stats/snapshot.hpp"
+#include "api/snapshot.hpp"
 #include "bencode/decoder.hpp"
 #include "api/crawler.hpp"
 #include "krpc/encode.hpp"

@@ -3,8 +3,8 @@
 // back-off, and bounded tables that never forget a node or IP they still owe tokens.
 #include <doctest/doctest.h>
 
-#include "crawl/source_table.hpp"
-#include "net/clock.hpp"
+#include "dht/source_table.hpp"
+#include "util/clock.hpp"
 
 #include <vector>
 

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bencode/encoder.hpp"
-#include "metadata/hashing.hpp"
-#include "metadata/torrent_info.hpp"
+#include "util/hashing.hpp"
+#include "model/torrent_info.hpp"
 #include "metadata/torrent_json.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/utf8.hpp"
 
 using namespace std::string_literals;

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "support/utp_link.hpp"
 #include "utp/connection.hpp"
 #include "utp/multiplexer.hpp"

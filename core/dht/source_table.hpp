@@ -36,8 +36,8 @@
 #include <cstdint>
 
 #include "crawl/lru_slots.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 #include "util/relaxed_counter.hpp"
 #include "util/slot_index.hpp"

@@ -16,8 +16,8 @@
 #include <asio/ip/udp.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "metadata/byte_stream.hpp"
-#include "net/clock.hpp"
+#include "streams/byte_stream.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 #include "utp/multiplexer.hpp"
 

@@ -11,8 +11,8 @@
 #include <asio/awaitable.hpp>
 #include <asio/buffer.hpp>
 
-#include "api/events.hpp"
-#include "net/address.hpp"
+#include "model/events.hpp"
+#include "model/address.hpp"
 
 namespace dhtc::metadata {
 

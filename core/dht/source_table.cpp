@@ -1,4 +1,4 @@
-#include "crawl/source_table.hpp"
+#include "dht/source_table.hpp"
 
 #include <algorithm>
 #include <cstring>

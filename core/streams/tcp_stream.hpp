@@ -4,7 +4,7 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/ip/tcp.hpp>
 
-#include "metadata/byte_stream.hpp"
+#include "streams/byte_stream.hpp"
 
 namespace dhtc::metadata {
 

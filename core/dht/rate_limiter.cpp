@@ -1,4 +1,4 @@
-#include "crawl/rate_limiter.hpp"
+#include "dht/rate_limiter.hpp"
 
 #include <algorithm>
 #include <cmath>

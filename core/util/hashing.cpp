@@ -1,4 +1,4 @@
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 
 #include <cstring>
 

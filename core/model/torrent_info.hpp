@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::metadata {

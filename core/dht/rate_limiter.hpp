@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/relaxed_counter.hpp"
 
 namespace dhtc::crawl {

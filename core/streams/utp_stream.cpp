@@ -1,10 +1,10 @@
-#include "metadata/utp_stream.hpp"
+#include "streams/utp_stream.hpp"
 
 #include <asio/ip/v6_only.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include "metadata/tcp_stream.hpp"
+#include "streams/tcp_stream.hpp"
 
 namespace dhtc::metadata {
 

@@ -1,4 +1,4 @@
-#include "api/events.hpp"
+#include "model/events.hpp"
 
 namespace dhtc::api {
 

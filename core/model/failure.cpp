@@ -1,4 +1,4 @@
-#include "api/failure.hpp"
+#include "model/failure.hpp"
 
 namespace dhtc::api {
 

@@ -1,4 +1,4 @@
-#include "stats/snapshot.hpp"
+#include "api/snapshot.hpp"
 
 #include <atomic>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "api/crawler.hpp"
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "metadata/peer_session.hpp"
 
 namespace dhtc::stats {

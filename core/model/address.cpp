@@ -1,4 +1,4 @@
-#include "net/address.hpp"
+#include "model/address.hpp"
 
 #include <arpa/inet.h>
 

@@ -1,4 +1,4 @@
-#include "metadata/torrent_info.hpp"
+#include "model/torrent_info.hpp"
 
 #include <algorithm>
 #include <exception>

@@ -10,10 +10,10 @@
 #include <string>
 #include <string_view>
 
-#include "api/failure.hpp"
-#include "metadata/torrent_info.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/failure.hpp"
+#include "model/torrent_info.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::api {

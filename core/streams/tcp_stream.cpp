@@ -1,4 +1,4 @@
-#include "metadata/tcp_stream.hpp"
+#include "streams/tcp_stream.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
