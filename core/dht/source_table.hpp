@@ -35,7 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "crawl/lru_slots.hpp"
+#include "util/lru_slots.hpp"
 #include "model/address.hpp"
 #include "util/clock.hpp"
 #include "util/id20.hpp"
