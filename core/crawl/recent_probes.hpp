@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "model/address.hpp"
+#include "model/address_hash.hpp"
 #include "net/address_policy.hpp"
 #include "util/clock.hpp"
 #include "util/expiring_set.hpp"

@@ -12,6 +12,7 @@
 
 #include "krpc/compact.hpp"
 #include "model/address.hpp"
+#include "model/address_hash.hpp"
 #include "util/clock.hpp"
 #include "util/expiring_set.hpp"
 #include "util/id20.hpp"

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "bencode/decoder.hpp"
-#include "crawl/options.hpp"
+#include "dht/rate_limit_options.hpp"
 #include "dht/rate_limiter.hpp"
 #include "dht/source_table.hpp"
 #include "dht/responder.hpp"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/address_hash.hpp"
 #include "net/address_policy.hpp"
 
 namespace dhtc::crawl {

@@ -297,11 +297,4 @@ private:
     std::uint64_t expired_ = 0;
 };
 
-/// Hashes an endpoint in its canonical form with detail::hash_endpoint.
-struct expiring_endpoint_hash {
-    std::uint64_t operator()(const siphash_key& k, const endpoint& ep) const noexcept {
-        return detail::hash_endpoint(k, ep.address, ep.port);
-    }
-};
-
 } // namespace dhtc

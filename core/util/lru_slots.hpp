@@ -14,7 +14,7 @@
 #include "util/slab_array.hpp"
 #include "util/slot_index.hpp"
 
-namespace dhtc::crawl {
+namespace dhtc {
 
 /// What a full table's eviction scan makes of an entry (see lru_slots::make_room).
 enum class eviction_choice : std::uint8_t {
@@ -150,4 +150,4 @@ private:
     relaxed_counter evictions_;
 };
 
-} // namespace dhtc::crawl
+} // namespace dhtc

@@ -13,6 +13,7 @@
 #include "crawl/node_pool.hpp"
 #include "crawl/recent_probes.hpp"
 #include "crawl/sampled_nodes.hpp"
+#include "model/address_hash.hpp"
 #include "util/slot_index.hpp"
 #include "crawl/subnet_counter.hpp"
 #include "util/clock.hpp"
