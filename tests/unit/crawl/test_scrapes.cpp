@@ -37,6 +37,8 @@ std::string filter_of(std::initializer_list<const char*> ips) {
 
 } // namespace
 
+TEST_SUITE("scrapes") {
+
 TEST_CASE("a scrape asks the closest nodes, merges their filters and ends when they answered") {
     scrapes s(scrape_options{});
     const id20 target = id_with(0);
@@ -203,3 +205,5 @@ TEST_CASE("a scrape whose nodes do not all answer ends at its deadline with what
     CHECK_FALSE(second->timed_out);
     CHECK(second->leechers == 0); // the late answer's peers are not in it
 }
+
+} // TEST_SUITE

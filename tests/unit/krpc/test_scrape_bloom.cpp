@@ -41,6 +41,8 @@ constexpr std::string_view bep_vector =
 
 } // namespace
 
+TEST_SUITE("scrape_bloom") {
+
 TEST_CASE("BEP-33 test vector: 1256 addresses give the BEP's filter and an estimate of 1224.93") {
     scrape_bloom bf;
     for (unsigned i = 0; i < 256; ++i) bf.insert(v4(192, 0, 2, i));
@@ -84,3 +86,5 @@ TEST_CASE("a filter of the wrong size is not merged") {
     CHECK_FALSE(bf.merge(""));
     CHECK(bf.empty());
 }
+
+} // TEST_SUITE

@@ -56,6 +56,8 @@ run_result run(initiator& a, responder& b, std::size_t chunk) {
 
 } // namespace
 
+TEST_SUITE("mse") {
+
 TEST_CASE("RC4 is available (the legacy provider loads)") {
     std::string why;
     const bool ok = rc4_available(&why);
@@ -262,3 +264,5 @@ TEST_CASE("a peer that never stops sending padding is cut off within the bound")
     CHECK(st == status::failed);
     CHECK(fed <= max_pad + vc_size + 3);
 }
+
+} // TEST_SUITE

@@ -90,6 +90,8 @@ struct pair_fixture {
 
 } // namespace
 
+TEST_SUITE("utp") {
+
 TEST_CASE("utp packet: header and selective ack round-trip") {
     header h;
     h.type = packet_type::state;
@@ -402,3 +404,5 @@ TEST_CASE("utp: 10 MiB on a clean 20 ms link: slow start and LEDBAT open the win
     CHECK(took < 2s);
     CHECK(s->stats().retransmits == 0);
 }
+
+} // TEST_SUITE
