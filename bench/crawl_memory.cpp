@@ -27,7 +27,7 @@
 #include "engine/dht_service.hpp"
 #include "metadata/pending_queue.hpp"
 #include "metadata/pipeline.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "bench_util.hpp"
 
 using namespace dhtc;

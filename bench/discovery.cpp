@@ -28,7 +28,7 @@
 
 #include <sys/resource.h>
 
-#include "stats/snapshot.hpp"
+#include "api/snapshot.hpp"
 #include "api/crawler.hpp"
 #include "bench_util.hpp"
 #include "network_model.hpp"

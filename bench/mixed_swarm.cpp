@@ -55,7 +55,7 @@
 #include "api/crawler.hpp"
 #include "bench_util.hpp"
 #include "network_model.hpp"
-#include "stats/snapshot.hpp"
+#include "api/snapshot.hpp"
 #include "support/loopback_crawler.hpp"
 #include "support/lt_swarm_setup.hpp"
 #include "support/subprocess.hpp"

@@ -15,7 +15,7 @@
 
 #include "crawl/node_pool.hpp"
 #include "net/address_policy.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "bench_util.hpp"
 
 using namespace dhtc;

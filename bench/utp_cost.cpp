@@ -25,11 +25,11 @@
 #include <asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 #include "bench_util.hpp"
 #include "network_model.hpp"
 #include "metadata/peer_session.hpp"
-#include "metadata/utp_stream.hpp"
+#include "streams/utp_stream.hpp"
 #include "support/fake_peer.hpp"
 #include "support/lt_swarm_setup.hpp"
 #include "support/subprocess.hpp"

@@ -15,7 +15,7 @@
 #include "api/options.hpp"
 #include "retry/scheduler.hpp"
 #include "core_version.hpp"
-#include "stats/snapshot.hpp"
+#include "api/snapshot.hpp"
 
 static_assert(DHTC_ABI_VERSION == DHTC_CORE_ABI_VERSION_CHECK, "capi header and CMake disagree on the ABI version");
 

@@ -1,9 +1,9 @@
 #include "api/crawler.hpp"
 
 #include <algorithm>
-#include <filesystem>
+#include <optional>
 
-#include "crawl/saved_nodes.hpp"
+#include "engine/routing_state.hpp"
 
 namespace dhtc::api {
 
@@ -78,7 +78,6 @@ std::unique_ptr<crawler> crawler::create(const crawler_options& o, std::string& 
     d.main_capacity = 2 * o.metadata.max_worker_count + 64;
     d.observation_capacity = o.observation_queue_capacity;
     d.answer_timeout = std::chrono::milliseconds(o.metadata.gate_timeout_millis);
-    d.gate_default = o.metadata.gate_default;
     c->delivery_ = std::make_unique<api::event_delivery>(d);
 
     metadata::retry_settings retry;
@@ -106,39 +105,16 @@ std::unique_ptr<crawler> crawler::create(const crawler_options& o, std::string& 
     return c;
 }
 
-// The routing state lives in the retry store when there is one, else in the state file:
-// loaded now (queried before any bootstrap source), handed back by the engine every few
-// minutes and at stop. A state that is not ours is ignored with one error line.
+// The routing-state policy is the engine's (engine/routing_state.hpp); the facade only
+// says where the retry store keeps it.
 void crawler::keep_routing_state(const std::string& state_file) {
     auto* out = delivery_.get();
-    std::vector<krpc::node_entry> saved;
-    const auto add = [&](const crawl::saved_nodes& s) {
-        for (const auto& n : s.nodes)
-            if (saved.size() < crawl::max_saved_nodes) saved.push_back(n);
-    };
-    if (retry_) {
-        if (!retry_->saved_routing_error().empty()) out->post_error(retry_->saved_routing_error());
-        for (const auto& bytes : retry_->saved_routing_states()) {
-            if (const auto s = crawl::decode_saved_nodes(bytes)) add(*s);
-            else out->post_error("a saved DHT routing state in the retry store is not ours or damaged (ignored)");
-        }
-        dht_->on_routing_state([store = retry_.get()](std::vector<krpc::node_entry> nodes) {
-            if (nodes.empty()) return; // never replace a good state with an empty one
-            store->post_routing_state(crawl::encode({retry::scheduler::now(), std::move(nodes)}));
-        });
-    } else if (!state_file.empty()) {
-        std::string why;
-        if (const auto s = crawl::read_state_file(state_file, why)) add(*s);
-        else if (std::filesystem::exists(state_file)) out->post_error(why);
-        // A 40 KB write every 5 minutes and at stop, on the network thread.
-        dht_->on_routing_state([state_file, out](std::vector<krpc::node_entry> nodes) {
-            std::string why;
-            if (nodes.empty()) return; // never replace a good state with an empty one
-            if (!crawl::write_state_file(state_file, {retry::scheduler::now(), std::move(nodes)}, why))
-                out->post_error(why);
-        });
-    }
-    dht_->seed_saved_nodes(saved);
+    std::optional<engine::routing_state_store> store;
+    if (retry_)
+        store = engine::routing_state_store{retry_->saved_routing_states(), retry_->saved_routing_error(),
+                                            [r = retry_.get()](std::string state) { r->post_routing_state(std::move(state)); }};
+    engine::keep_routing_state(*dht_, store ? &*store : nullptr, state_file,
+                               [out](std::string why) { out->post_error(std::move(why)); });
 }
 
 crawler::~crawler() {

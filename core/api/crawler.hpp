@@ -24,7 +24,7 @@
 #include "api/delivery.hpp"
 #include "engine/dht_engine.hpp"
 #include "metadata/pipeline.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "retry/policy.hpp"
 #include "retry/scheduler.hpp"
 

@@ -226,8 +226,10 @@ void event_delivery::run_pull(std::unique_lock<std::mutex>& lock) {
 void event_delivery::settle_default(awaited& a, bool closing) {
     // Shutting down, an answer that did not come is the host leaving, not its verdict: a
     // gate starts no round, and a torrent's round ends cancelled.
-    if (auto* g = std::get_if<gate_item>(&a.what))
-        g->answer(closing ? metadata::gate_verdict::closed : verdict_of(options_.gate_default));
+    // Otherwise a gate needs nothing from here: the pipeline owns metadata.gate_default and
+    // took it when its own timer ran out, which started when the gate was posted (before it
+    // was polled), so it always ends first.
+    if (auto* g = std::get_if<gate_item>(&a.what); g && closing) g->answer(metadata::gate_verdict::closed);
     // Not answered means not stored: fetch it again rather than lose it.
     if (auto* t = std::get_if<torrent_item>(&a.what))
         t->answered(closing ? metadata::torrent_reply{} : metadata::torrent_reply{answer::retry});

@@ -22,7 +22,7 @@
 #include <thread>
 #include <variant>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "metadata/ports.hpp"
 
 namespace dhtc::api {
@@ -57,8 +57,9 @@ struct polled_event {
 struct delivery_options {
     std::size_t main_capacity = 576;        ///< torrents + completions + retry events + errors
     std::size_t observation_capacity = 4096;
-    std::chrono::milliseconds answer_timeout{5000}; ///< pull: how long a gate or torrent waits for its answer
-    bool gate_default = true;               ///< pull: an unanswered gate's answer
+    /// pull: how long a polled gate or torrent is awaited (a torrent then gets its retry; a
+    /// gate's default is the pipeline's, metadata.gate_default, taken before this runs out)
+    std::chrono::milliseconds answer_timeout{5000};
 };
 
 struct delivery_counters {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 
 namespace dhtc::api {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "crawl/node_pool.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "retry/postgres_store.hpp"
 #include "util/id20.hpp"
 
@@ -605,35 +605,38 @@ bool cross_check(parse_state& st) {
     return true;
 }
 
-// A first pass over the text that reports what the DOM parser would hide or accept: the
-// byte position of a syntax error, nesting beyond max_options_depth, and repeated keys
-// (nlohmann keeps the last one silently; a strict document names each option once).
-class syntax_check final : public nlohmann::json_sax<json> {
+// The one pass over the text: it builds the document (nlohmann's DOM builder behind it) and
+// reports what that builder alone would hide or accept: the byte position of a syntax error,
+// nesting beyond max_options_depth, and repeated keys (nlohmann keeps the last one silently;
+// a strict document names each option once).
+class checked_reader final : public nlohmann::json_sax<json> {
 public:
     options_result result;
 
-    bool null() override { return element(); }
-    bool boolean(bool) override { return element(); }
-    bool number_integer(number_integer_t) override { return element(); }
-    bool number_unsigned(number_unsigned_t) override { return element(); }
-    bool number_float(number_float_t, const string_t&) override { return element(); }
-    bool string(string_t&) override { return element(); }
-    bool binary(binary_t&) override { return element(); }
-    bool start_object(std::size_t) override { return element() && open(true); }
+    explicit checked_reader(json& doc) : dom_(doc, false) {}
+
+    bool null() override { return element() && dom_.null(); }
+    bool boolean(bool v) override { return element() && dom_.boolean(v); }
+    bool number_integer(number_integer_t v) override { return element() && dom_.number_integer(v); }
+    bool number_unsigned(number_unsigned_t v) override { return element() && dom_.number_unsigned(v); }
+    bool number_float(number_float_t v, const string_t& s) override { return element() && dom_.number_float(v, s); }
+    bool string(string_t& v) override { return element() && dom_.string(v); }
+    bool binary(binary_t& v) override { return element() && dom_.binary(v); }
+    bool start_object(std::size_t n) override { return element() && open(true) && dom_.start_object(n); }
     bool key(string_t& k) override {
         frame& f = frames_.back();
         f.key = k;
         if (!f.keys.insert(k).second) return fail(path(), "key repeated in its object");
-        return true;
+        return dom_.key(k);
     }
     bool end_object() override {
         frames_.pop_back();
-        return true;
+        return dom_.end_object();
     }
-    bool start_array(std::size_t) override { return element() && open(false); }
+    bool start_array(std::size_t n) override { return element() && open(false) && dom_.start_array(n); }
     bool end_array() override {
         frames_.pop_back();
-        return true;
+        return dom_.end_array();
     }
     bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
         std::string what = ex.what();
@@ -658,6 +661,7 @@ private:
         std::set<std::string> keys;
     };
     std::vector<frame> frames_;
+    nlohmann::detail::json_sax_dom_parser<json> dom_;
 
     bool element() {
         if (!frames_.empty() && !frames_.back().object) frames_.back().index = frames_.back().count++;
@@ -720,16 +724,12 @@ options_result parse_options(std::string_view text, api::crawler_options& out) {
                     std::to_string(max_options_document_bytes);
         return r;
     }
+    json doc;
     {
-        syntax_check check;
-        if (!json::sax_parse(text.begin(), text.end(), &check)) return std::move(check.result);
+        checked_reader reader(doc);
+        if (!json::sax_parse(text.begin(), text.end(), &reader)) return std::move(reader.result);
     }
-    const json doc = json::parse(text.begin(), text.end(), nullptr, false);
     parse_state st;
-    if (doc.is_discarded()) { // the check above passed, so this is not expected
-        st.fail(options_status::invalid_json, "", "invalid JSON");
-        return std::move(st.r);
-    }
     if (!doc.is_object()) {
         st.fail(options_status::wrong_type, "", "expected an object");
         return std::move(st.r);

@@ -1,9 +1,9 @@
 // Where the DHT side delivers what it learns: captured (info hash, peer) pairs for the
 // metadata pipeline and observed hashes for the application. The event types themselves
-// are the library's (api/events.hpp); this is the crawl side's own port.
+// are the library's (model/events.hpp); this is the crawl side's own port.
 #pragma once
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 
 namespace dhtc::crawl {
 

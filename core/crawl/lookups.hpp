@@ -23,8 +23,8 @@
 
 #include "crawl/options.hpp"
 #include "krpc/compact.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::crawl {

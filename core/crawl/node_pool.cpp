@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "model/address_hash.hpp"
+
 namespace dhtc::crawl {
 
 namespace {

@@ -14,12 +14,12 @@
 #include <memory>
 #include <optional>
 
-#include "crawl/rate_limiter.hpp"
+#include "dht/rate_limiter.hpp"
 #include "util/slot_index.hpp"
 #include "krpc/compact.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "net/address_policy.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::crawl {

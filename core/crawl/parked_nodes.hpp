@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "krpc/compact.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 namespace dhtc::crawl {
 

@@ -7,9 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
+#include "model/address_hash.hpp"
 #include "net/address_policy.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/expiring_set.hpp"
 
 namespace dhtc::crawl {

@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "krpc/compact.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "model/address_hash.hpp"
+#include "util/clock.hpp"
 #include "util/expiring_set.hpp"
 #include "util/id20.hpp"
 

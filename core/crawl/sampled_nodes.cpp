@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "model/address_hash.hpp"
 #include "net/address_policy.hpp"
 #include "util/slot_index.hpp"
 

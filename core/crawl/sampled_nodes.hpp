@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/siphash.hpp"
 
 namespace dhtc::crawl {

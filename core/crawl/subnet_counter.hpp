@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "util/slot_index.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "net/address_policy.hpp"
 
 namespace dhtc::crawl {

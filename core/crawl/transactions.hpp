@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::crawl {

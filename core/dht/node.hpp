@@ -9,9 +9,9 @@
 #include <string_view>
 
 #include "bencode/decoder.hpp"
-#include "crawl/options.hpp"
-#include "crawl/rate_limiter.hpp"
-#include "crawl/source_table.hpp"
+#include "dht/rate_limit_options.hpp"
+#include "dht/rate_limiter.hpp"
+#include "dht/source_table.hpp"
 #include "dht/responder.hpp"
 #include "krpc/message.hpp"
 #include "net/transport.hpp"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::dht {

@@ -15,7 +15,7 @@
 #include "krpc/encode.hpp"
 #include "krpc/message.hpp"
 #include "krpc/reply_encoder.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::dht {

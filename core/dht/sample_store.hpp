@@ -12,7 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::dht {

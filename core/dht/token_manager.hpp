@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/siphash.hpp"
 
 namespace dhtc::dht {

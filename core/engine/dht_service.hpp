@@ -10,13 +10,13 @@
 #include "crawl/actor.hpp"
 #include "crawl/events.hpp"
 #include "crawl/options.hpp"
-#include "crawl/rate_limiter.hpp"
+#include "dht/rate_limiter.hpp"
 #include "dht/node.hpp"
 #include "dht/responder.hpp"
 #include "dht/sample_store.hpp"
 #include "dht/token_manager.hpp"
 #include "net/address_policy.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 
 namespace dhtc::engine {

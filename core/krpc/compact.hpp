@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "bencode/decoder.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::krpc {

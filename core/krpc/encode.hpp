@@ -14,7 +14,7 @@
 
 #include "krpc/compact.hpp"
 #include "krpc/message.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::krpc {

@@ -13,7 +13,7 @@
 
 #include "bencode/decoder.hpp"
 #include "krpc/compact.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::krpc {

@@ -7,7 +7,7 @@
 // parse(doc.root(), out) produces for a valid query (the same fields, views into the same
 // bytes, the same parse_result), or it declines and the caller runs that generic path,
 // which stays the reference for everything else: responses, errors, malformed or unusual
-// packets. Any doubt declines. tests/unit/test_krpc_fast_path.cpp and
+// packets. Any doubt declines. tests/unit/krpc/test_krpc_fast_path.cpp and
 // tests/fuzz/fuzz_krpc_fast_path.cpp hold the two paths to that.
 #pragma once
 

@@ -5,7 +5,7 @@
 //
 // Each reply is byte for byte what the matching encode_*_response in krpc/encode.hpp gives
 // for reply_header{transaction, own id, requester, version}, with the same return value;
-// tests/unit/test_krpc_fast_path.cpp and tests/fuzz/fuzz_krpc_fast_path.cpp hold the two
+// tests/unit/krpc/test_krpc_fast_path.cpp and tests/fuzz/fuzz_krpc_fast_path.cpp hold the two
 // to that.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::krpc {

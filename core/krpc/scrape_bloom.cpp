@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 
 namespace dhtc::krpc {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/expiring_set.hpp"
 #include "util/id20.hpp"
 #include "util/siphash.hpp"

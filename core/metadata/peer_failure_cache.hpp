@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/failure.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/failure.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/expiring_set.hpp"
 #include "util/siphash.hpp"
 

@@ -16,8 +16,8 @@
 #include <asio/use_awaitable.hpp>
 
 #include "bencode/decoder.hpp"
-#include "metadata/tcp_stream.hpp"
-#include "metadata/utp_stream.hpp"
+#include "streams/tcp_stream.hpp"
+#include "streams/utp_stream.hpp"
 
 namespace dhtc::metadata {
 

@@ -16,11 +16,11 @@
 
 #include <asio/awaitable.hpp>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "metadata/mse.hpp"
 #include "metadata/piece_source.hpp"
 #include "metadata/wire.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::metadata {

@@ -11,11 +11,11 @@
 #include <optional>
 #include <string_view>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "util/slab_array.hpp"
 #include "util/slot_index.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "util/id20.hpp"
 #include "util/siphash.hpp"
 

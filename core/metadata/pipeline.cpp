@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "metadata/delivered_filter.hpp"
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 #include "metadata/peer_failure_cache.hpp"
 #include "metadata/peer_session.hpp"
 #include "metadata/pending_queue.hpp"
-#include "metadata/utp_stream.hpp"
+#include "streams/utp_stream.hpp"
 #include "metadata/shared_pieces.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 // Coroutine note: g++ 12 miscompiles `co_await` inside an if/while condition; every await
 // here is assigned to a variable first.

@@ -12,11 +12,11 @@
 #include <optional>
 #include <thread>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "metadata/peer_session.hpp"
 #include "metadata/ports.hpp"
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "stats/histogram.hpp"
 #include "util/bounded_queue.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "util/bounded_queue.hpp"
 
 namespace dhtc::metadata {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "metadata/torrent_info.hpp"
-#include "net/address.hpp"
+#include "model/torrent_info.hpp"
+#include "model/address.hpp"
 
 namespace dhtc::metadata {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/failure.hpp"
+#include "model/failure.hpp"
 #include "bencode/decoder.hpp"
 #include "util/id20.hpp"
 
@@ -81,7 +81,7 @@ enum class wire_error : std::uint8_t {
 std::string_view to_string(wire_error e) noexcept;
 
 /// The coarse classes the fetch pipeline reports and counts.
-/// Failures speak the library's one vocabulary (api/failure.hpp).
+/// Failures speak the library's one vocabulary (model/failure.hpp).
 using api::failure_class;
 /// Maps a precise error to its class (none → none).
 failure_class classify(wire_error e) noexcept;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 
 namespace dhtc {
 

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 
 namespace dhtc {
 

@@ -15,7 +15,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/udp.hpp>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 
 namespace dhtc::net {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "api/failure.hpp"
+#include "model/failure.hpp"
 
 namespace dhtc::retry {
 

@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "api/events.hpp"
+#include "model/events.hpp"
 #include "retry/policy.hpp"
 #include "retry/store.hpp"
 #include "util/bounded_queue.hpp"

@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "api/events.hpp"
-#include "net/address.hpp"
+#include "model/events.hpp"
+#include "model/address.hpp"
 #include "retry/policy.hpp"
 #include "util/id20.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "util/siphash.hpp"
 #include "util/slab_array.hpp"
 #include "util/slot_index.hpp"
@@ -295,13 +295,6 @@ private:
     std::size_t live_ = 0;
     std::uint64_t evicted_ = 0;
     std::uint64_t expired_ = 0;
-};
-
-/// Hashes an endpoint in its canonical form with detail::hash_endpoint.
-struct expiring_endpoint_hash {
-    std::uint64_t operator()(const siphash_key& k, const endpoint& ep) const noexcept {
-        return detail::hash_endpoint(k, ep.address, ep.port);
-    }
 };
 
 } // namespace dhtc

@@ -19,12 +19,11 @@
 #include <new>
 #include <random>
 
-#include "net/address.hpp"
 #include "util/siphash.hpp"
 
 namespace dhtc::detail {
 
-/// A seed from std::random_device, or (if the device fails) from the clock and an address.
+/// A seed from std::random_device, or (if the device fails) from the clock and an address in memory.
 inline std::uint64_t random_seed() noexcept {
     try {
         std::random_device rd;
@@ -49,26 +48,6 @@ inline siphash_key hash_key_from_seed(std::uint64_t seed) noexcept {
     };
     const std::uint64_t k0 = next();
     return {k0, next()};
-}
-
-/// Keyed hash of an address (use the canonical form: equal nodes must hash equal).
-inline std::uint64_t hash_address(const siphash_key& key, const ip_address& a) noexcept {
-    char buf[17];
-    const auto b = a.bytes();
-    std::memcpy(buf, b.data(), b.size());
-    buf[b.size()] = a.is_v6() ? '6' : '4';
-    return siphash24(key, std::string_view(buf, b.size() + 1));
-}
-
-/// Keyed hash of an endpoint (address, port, family).
-inline std::uint64_t hash_endpoint(const siphash_key& key, const ip_address& a, std::uint16_t port) noexcept {
-    char buf[19];
-    const auto b = a.bytes();
-    std::memcpy(buf, b.data(), b.size());
-    buf[b.size()] = static_cast<char>(port >> 8);
-    buf[b.size() + 1] = static_cast<char>(port & 0xff);
-    buf[b.size() + 2] = a.is_v6() ? '6' : '4';
-    return siphash24(key, std::string_view(buf, b.size() + 3));
 }
 
 /// Open-addressing index from hashes to slot values. Not thread-safe (single owner).

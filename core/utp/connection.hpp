@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "net/address.hpp"
-#include "net/clock.hpp"
+#include "model/address.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 #include "utp/packet.hpp"
 

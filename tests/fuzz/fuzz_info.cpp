@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "metadata/torrent_info.hpp"
+#include "model/torrent_info.hpp"
 #include "metadata/torrent_json.hpp"
 #include "util/utf8.hpp"
 

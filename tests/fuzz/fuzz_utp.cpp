@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 #include "utp/multiplexer.hpp"
 #include "utp/packet.hpp"

@@ -13,7 +13,7 @@
 #include "crawl/options.hpp"
 #include "engine/dht_service.hpp"
 #include "net/address_policy.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "sim/sim_network.hpp"
 
 namespace dhtc::sim::harness_util {

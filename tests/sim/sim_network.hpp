@@ -26,9 +26,9 @@
 #include "engine/dht_service.hpp"
 #include "krpc/compact.hpp"
 #include "krpc/message.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "net/address_policy.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 #include "util/id20.hpp"
 

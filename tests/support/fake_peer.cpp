@@ -27,7 +27,7 @@
 
 #include "bencode/encoder.hpp"
 #include "metadata/mse.hpp"
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 
 namespace dhtc::test {
 

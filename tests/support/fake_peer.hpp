@@ -19,7 +19,7 @@
 
 #include "metadata/piece_source.hpp"
 #include "metadata/wire.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::test {

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 #include "util/id20.hpp"
 
 namespace dhtc::test {

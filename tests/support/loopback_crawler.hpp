@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "api/crawler.hpp"
-#include "net/address.hpp"
+#include "model/address.hpp"
 
 namespace dhtc::test {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 #include "utp/multiplexer.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "net/address.hpp"
+#include "model/address.hpp"
 
 namespace dhtc::testnet {
 

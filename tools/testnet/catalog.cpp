@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "metadata/torrent_info.hpp"
+#include "model/torrent_info.hpp"
 #include "metadata/torrent_json.hpp"
-#include "metadata/hashing.hpp"
+#include "util/hashing.hpp"
 #include "testnet/torrent_gen.hpp"
 
 namespace dhtc::testnet {

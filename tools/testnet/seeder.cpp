@@ -14,7 +14,7 @@
 
 #include "bencode/encoder.hpp"
 #include "metadata/mse.hpp"
-#include "metadata/tcp_stream.hpp"
+#include "streams/tcp_stream.hpp"
 #include "testnet/wan_stream.hpp"
 #include "metadata/wire.hpp"
 #include "testnet/address_plan.hpp"

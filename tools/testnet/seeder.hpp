@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "metadata/byte_stream.hpp"
+#include "streams/byte_stream.hpp"
 #include "testnet/catalog.hpp"
 #include "testnet/network.hpp"
 #include "testnet/utp_port.hpp"

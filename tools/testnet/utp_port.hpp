@@ -14,8 +14,8 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "metadata/utp_stream.hpp"
-#include "net/clock.hpp"
+#include "streams/utp_stream.hpp"
+#include "util/clock.hpp"
 #include "net/transport.hpp"
 #include "utp/multiplexer.hpp"
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "metadata/byte_stream.hpp"
+#include "streams/byte_stream.hpp"
 #include "testnet/wan_model.hpp"
 
 namespace dhtc::testnet {
