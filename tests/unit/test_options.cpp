@@ -131,7 +131,8 @@ const char* const custom_document = R"({
                   "snapshot_refresh_millis": 16},
     "bep51": {"enabled": false, "max_sample_rate_per_sec": 0, "min_interval_secs": 17,
               "max_lookup_rate_per_sec": 0.5, "max_concurrent_lookups": 18, "lookup_queue_capacity": 19,
-              "queries_per_lookup": 20, "store_capacity": 21, "answer_interval_secs": 21600},
+              "queries_per_lookup": 20, "sample_retries": 2, "holder_retries": 3,
+              "lookup_retries": 4, "lookup_retry_secs": 90, "store_capacity": 21, "answer_interval_secs": 21600},
     "scrape": {"timeout_secs": 7}
   }
 })";
@@ -223,7 +224,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 105);
+    CHECK(default_leaves().size() == 109);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 
