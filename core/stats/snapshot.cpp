@@ -408,6 +408,8 @@ constexpr field<pc> pipeline_fields[] = {
     {"attempts", &pc::attempts, C, "dhtc_metadata_attempts_total", {}, "Real peer attempts."},
     {"failure_cache_hits", &pc::failure_cache_hits, C, "dhtc_metadata_failure_cache_hits_total", {},
      "Peers skipped because the failure cache holds them."},
+    {"second_chance_fetches", &pc::second_chance_fetches, C, "dhtc_metadata_second_chance_fetches_total", {},
+     "Torrents served by a peer on its second chance after a first timeout (metadata.first_timeout_ttl_secs)."},
     {"refetches", &pc::refetches, C, "dhtc_metadata_refetches_total", {},
      "Multi-peer downloads that failed verification and were fetched again from one peer."},
     {"duplicates", &pc::duplicates, C, "dhtc_metadata_duplicates_total", {},
