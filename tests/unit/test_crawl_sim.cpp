@@ -1046,3 +1046,34 @@ TEST_CASE("crawl-frontier find_node stays send-once") {
     CHECK(max_find_nodes == 1); // recent_probe_ttl_secs (600 s) before a silent node is asked again
     CHECK(get(h.stats().sample_retries) == 0);
 }
+
+TEST_CASE("every answer 300 ms away: the KRPC timeout and in-flight caps keep the crawl's rate (issue 32)") {
+    // The same saturated crawl at a 40-160 ms round trip and at 300 ms: at 200 queries/s and
+    // 300 ms, about 60 are in flight, far below max_in_flight (512), and the 2 s request
+    // timeout expires none of the answers.
+    const auto run = [](duration one_way_min, duration one_way_max) {
+        sim::network_options no;
+        no.seed = 65;
+        no.latency_min = one_way_min;
+        no.latency_max = one_way_max;
+        harness h(no);
+        add_bep51_nodes(h.net, 3000, 16, 4, 60);
+        h.options.pool.recent_probe_ttl_secs = 5;
+        h.options.pool.responsive_ttl_secs = 5;
+        h.start({{h.net.node(0).ep, h.net.node(1).ep, h.net.node(2).ep}});
+        h.net.run_for(30s);
+        struct result {
+            std::size_t queries, max_in_flight;
+            std::uint64_t timeouts, replies;
+        };
+        return result{h.net.queries().size(), h.net.max_in_flight(), get(h.stats().timeouts), get(h.stats().replies)};
+    };
+    const auto near = run(20ms, 80ms);
+    const auto far = run(150ms, 150ms);
+    MESSAGE("queries in 30 s: " << near.queries << " at 40-160 ms, " << far.queries << " at 300 ms; max in flight "
+                                << near.max_in_flight << " / " << far.max_in_flight << "; timeouts " << near.timeouts
+                                << " / " << far.timeouts << "; replies " << near.replies << " / " << far.replies);
+    CHECK(far.queries >= near.queries * 95 / 100);
+    CHECK(far.max_in_flight < 512);
+    CHECK(far.timeouts <= near.timeouts + far.queries / 100);
+}
