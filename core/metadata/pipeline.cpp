@@ -546,6 +546,8 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         req.peer = peers[i];
         req.peer_id = random_peer_id();
         req.deadline = deadline;
+        // A slow path may push it back up to twice metadata.timeout_secs (peer_session.hpp).
+        req.deadline_limit = deadline + std::chrono::seconds(options.timeout_secs);
         req.max_metadata_size = options.max_metadata_size;
         if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
         req.encryption = options.encryption;
@@ -572,7 +574,11 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         co_await wait(*j);
     }
     j->sessions.clear();
-    for (const session_result& r : results) count_tries(r);
+    for (const session_result& r : results) {
+        count_tries(r);
+        if (r.deadline_extended) bump(owner.counters_.deadline_extensions);
+        if (r.saved_by_extension) bump(owner.counters_.deadline_extension_saves);
+    }
     co_return results;
 }
 
