@@ -36,6 +36,8 @@ constexpr std::uint64_t rate_max = 1'000'000'000'000; // token buckets cap rates
 constexpr std::uint64_t metadata_size_max = std::uint64_t{256} * 1024 * 1024; // the lease table's ceiling
 constexpr std::uint64_t failure_ttl_max = 24 * 3600; // the peer failure cache's ceiling
 constexpr std::uint64_t bep51_interval_max = 21600;  // BEP-51: interval is 0..21600
+constexpr std::uint64_t krpc_retries_max = 4;        // retries of one KRPC query after a timeout
+constexpr std::uint64_t lookup_retry_secs_max = 3600;
 
 // Keys whose value is not a plain number or boolean.
 enum class special : std::uint8_t {
@@ -103,6 +105,8 @@ const field fields[] = {
      size_ref{[](O& o) -> auto& { return o.metadata.peer_failure_cache_capacity; }}, 0, table_max},
     {"metadata.peer_failure_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.peer_failure_ttl_secs; }}, 0,
      failure_ttl_max},
+    {"metadata.first_timeout_ttl_secs",
+     uint_ref{[](O& o) -> auto& { return o.metadata.first_timeout_ttl_secs; }}, 0, failure_ttl_max},
     {"metadata.refusal_ttl_secs", uint_ref{[](O& o) -> auto& { return o.metadata.refusal_ttl_secs; }}, 0,
      failure_ttl_max},
     {"metadata.max_metadata_size", size_ref{[](O& o) -> auto& { return o.metadata.max_metadata_size; }}, 1,
@@ -208,6 +212,14 @@ const field fields[] = {
      size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.lookup_queue_capacity; }}, 1, queue_max},
     {"crawl.bep51.queries_per_lookup", size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.queries_per_lookup; }}, 1,
      count_max},
+    {"crawl.bep51.sample_retries", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.sample_retries; }}, 0,
+     krpc_retries_max},
+    {"crawl.bep51.holder_retries", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.holder_retries; }}, 0,
+     krpc_retries_max},
+    {"crawl.bep51.lookup_retries", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.lookup_retries; }}, 0,
+     krpc_retries_max},
+    {"crawl.bep51.lookup_retry_secs", uint_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.lookup_retry_secs; }}, 1,
+     lookup_retry_secs_max},
     {"crawl.bep51.store_capacity", size_ref{[](O& o) -> auto& { return o.dht.crawl.bep51.store_capacity; }}, 1,
      queue_max},
     {"crawl.bep51.answer_interval_secs",
@@ -232,6 +244,9 @@ const field fields[] = {
     {"retry.policy.reactivation_min_secs",
      uint_ref{[](O& o) -> auto& { return o.retry.policy.reactivation_min_secs; }}},
     {"retry.policy.max_priority", uint_ref{[](O& o) -> auto& { return o.retry.policy.max_priority; }}},
+    {"retry.policy.timeout_retries", uint_ref{[](O& o) -> auto& { return o.retry.policy.timeout_retries; }}, 0, 16},
+    {"retry.policy.timeout_retry_secs", uint_ref{[](O& o) -> auto& { return o.retry.policy.timeout_retry_secs; }}, 1,
+     86'400},
     {"retry.policy.lookup_wait_secs", uint_ref{[](O& o) -> auto& { return o.retry.policy.lookup_wait_secs; }}, 0,
      3600},
     {"retry.policy.class_percent.connect_refused", uint_ref{&class_percent<fc::connect_refused>}, 1, percent_max},

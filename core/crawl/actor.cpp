@@ -138,7 +138,7 @@ void actor::turn() {
                              bump(stats_.timeouts);
                              subnets_.release(q.to);
                              sources_.on_silence(q.to, q.node_id, now);
-                             handle_failure(q);
+                             handle_timeout(q, now);
                          });
     recent_.purge(now, purge_per_turn);
     ring_.purge(now, purge_per_turn);
@@ -225,6 +225,10 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
                 const id20 h = resp.sample(i);
                 sink_.on_observation(observation{h, r.from, hash_source::bep51_sample, now});
                 if (lookups_.want(h, responder)) ++fresh; // it stores the hash's peers: asked first
+            }
+            if (q->attempt > 0) {
+                bump(stats_.sample_retry_answers);
+                bump(stats_.sample_retry_hashes, fresh);
             }
             const std::int64_t interval = resp.has_interval ? resp.interval : 0;
             auto wait = std::chrono::seconds(std::max<std::int64_t>(interval, options_.bep51.min_interval_secs));
@@ -316,6 +320,24 @@ void actor::handle_failure(const pending_query& q) {
     }
 }
 
+// An unanswered query. The ones a hash's discovery hangs on are asked again (issue 32: one
+// dropped datagram must not cost a torrent): a node's sample (its hashes are seen nowhere
+// else until its next interval) and a lookup's get_peers to a holder (lookups). find_node
+// stays send-once: the crawl frontier has plenty of other nodes to ask.
+void actor::handle_timeout(const pending_query& q, time_point now) {
+    switch (q.kind) {
+    case query_kind::sample:
+        if (q.attempt < options_.bep51.sample_retries) {
+            bump(stats_.sample_retries);
+            // Due now: sampling runs first among the due work once the turn's lookups are sent.
+            schedule_sample({q.node_id, q.to}, now, q.sent_at, static_cast<std::uint8_t>(q.attempt + 1));
+        }
+        break;
+    case query_kind::get_peers: lookups_.on_timeout(q.context, q.to, now); break;
+    default: handle_failure(q); break;
+    }
+}
+
 // A node that queried us is a crawl candidate too, but anyone can send queries from any
 // number of addresses: such nodes enter the pool at a bounded rate, one per subnet per turn,
 // and never hold more than their share of it.
@@ -367,14 +389,14 @@ void actor::admit(const krpc::node_entry& e, time_point now, node_pool::origin f
     }
 }
 
-void actor::schedule_sample(const krpc::node_entry& n, time_point due, time_point answered) {
+void actor::schedule_sample(const krpc::node_entry& n, time_point due, time_point answered, std::uint8_t attempt) {
     if (sample_scheduled_.contains(n.ep)) return;
     if (samples_due_.size() >= options_.pool.responsive_capacity) {
         bump(stats_.sample_schedule_dropped);
         return;
     }
     sample_scheduled_.insert(n.ep);
-    samples_due_.push({due, answered, n});
+    samples_due_.push({due, answered, n, attempt});
 }
 
 // ---- periodic work ------------------------------------------------------------------------
@@ -513,10 +535,10 @@ void actor::send_sample_query(time_point now) {
         ring_.contains(s.node.ep, now) || now - s.answered < std::chrono::seconds(options_.pool.responsive_ttl_secs);
     if (!responsive) return;
     sample_rate_.try_acquire();
-    const auto sent = send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now);
+    const auto sent = send_query(query_kind::sample, s.node, dht::random_id(rng_), 0, now, s.attempt);
     if (sent.result == send_result::deferred) {
         note_deferral(now, sent.ready_at);
-        schedule_sample(s.node, sent.ready_at, s.answered);
+        schedule_sample(s.node, sent.ready_at, s.answered, s.attempt);
     } else if (sent.result != send_result::sent) {
         schedule_sample(s.node, now + std::chrono::seconds(options_.bep51.min_interval_secs), s.answered);
     }
@@ -568,7 +590,7 @@ void actor::note_deferral(time_point now, time_point until) {
 }
 
 actor::send_outcome actor::send_query(query_kind kind, const krpc::node_entry& to, const id20& target,
-                                     std::uint32_t context, time_point now) {
+                                     std::uint32_t context, time_point now, std::uint8_t attempt) {
     if (!policy_.admissible(to.ep)) {
         bump(stats_.refused_policy);
         return {send_result::inadmissible};
@@ -590,7 +612,7 @@ actor::send_outcome actor::send_query(query_kind kind, const krpc::node_entry& t
     }
     // A get_peers reply must name the hash looked up, not the node asked (handle_reply).
     const auto t = transactions_.open(
-        pending_query{to.ep, to.id, target, now, kind, context});
+        pending_query{to.ep, to.id, target, now, kind, context, attempt});
     if (!t) {
         subnets_.release(to.ep);
         bump(stats_.refused_in_flight);
@@ -674,6 +696,11 @@ void actor::publish_stats() {
     set(stats_.in_flight, transactions_.in_flight());
     set(stats_.lookups_dropped, lookups_.dropped());
     set(stats_.lookup_holders_added, lookups_.holders_added());
+    set(stats_.holder_retries, lookups_.holder_retries());
+    set(stats_.holder_retry_answers, lookups_.holder_retry_answers());
+    set(stats_.holder_retry_peers, lookups_.holder_retry_peers());
+    set(stats_.lookup_retries, lookups_.lookup_retries());
+    set(stats_.lookup_retries_found, lookups_.lookup_retries_found());
     set(stats_.parked_size, parked_.size());
     set(stats_.discoveries_dropped, discoveries_.dropped());
     set(stats_.replies_dropped, replies_.dropped());

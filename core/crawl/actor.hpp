@@ -75,6 +75,9 @@ struct crawl_stats {
     std::atomic<std::uint64_t> pool_over_budget{0};
     std::atomic<std::uint64_t> pool_family_full{0};
     std::atomic<std::uint64_t> samples_received{0};  ///< hashes in sample_infohashes replies
+    std::atomic<std::uint64_t> sample_retries{0};    ///< sample_infohashes sent again after a timeout
+    std::atomic<std::uint64_t> sample_retry_answers{0}; ///< ... and answered
+    std::atomic<std::uint64_t> sample_retry_hashes{0};  ///< hashes those answers queued for a lookup
     std::atomic<std::uint64_t> sample_schedule_dropped{0};
     std::atomic<std::uint64_t> samples_remembered{0};      ///< sampled nodes due after the ring forgets them
     std::atomic<std::uint64_t> sample_skipped_remembered{0}; ///< met again while remembered: not asked
@@ -82,6 +85,11 @@ struct crawl_stats {
     std::atomic<std::uint64_t> lookups_dropped{0};
     std::atomic<std::uint64_t> lookup_holders_added{0}; ///< a waiting hash sampled by one more node
     std::atomic<std::uint64_t> lookup_peers{0};      ///< peers found for sampled hashes
+    std::atomic<std::uint64_t> holder_retries{0};    ///< get_peers sent again to a holder after a timeout
+    std::atomic<std::uint64_t> holder_retry_answers{0}; ///< ... and answered
+    std::atomic<std::uint64_t> holder_retry_peers{0};   ///< peers those answers brought
+    std::atomic<std::uint64_t> lookup_retries{0};    ///< lookups run again after ending on timeouts alone
+    std::atomic<std::uint64_t> lookup_retries_found{0}; ///< ... that found peers
     std::atomic<std::uint64_t> retry_lookups{0};     ///< lookups asked for by the retry side
     std::atomic<std::uint64_t> queries_scrape{0};    ///< get_peers with scrape=1 (BEP-33)
     std::atomic<std::uint64_t> scrapes_started{0};
@@ -154,6 +162,7 @@ private:
         time_point due;
         time_point answered; // its last reply to us when it was scheduled
         krpc::node_entry node;
+        std::uint8_t attempt = 0; // 0: first send; n: n-th retry after a timeout
         bool operator>(const scheduled_sample& o) const noexcept { return due > o.due; }
     };
     enum class send_result : std::uint8_t {
@@ -171,18 +180,19 @@ private:
 
     void handle_reply(const dht::inbound_reply& r, time_point now);
     void handle_failure(const pending_query& q);
+    void handle_timeout(const pending_query& q, time_point now);
     void handle_scrape_reply(const pending_query& q, const endpoint& from);
     bool send_scrape_query(time_point now, std::span<krpc::node_entry> seeds);
     void report_scrape(const std::optional<scrape_result>& r);
     void admit(const krpc::node_entry& e, time_point now, node_pool::origin from = node_pool::origin::answer);
     void admit_querier(const krpc::node_entry& e, time_point now);
     bool queue_ping(const krpc::node_entry& e, time_point now);
-    void schedule_sample(const krpc::node_entry& n, time_point due, time_point answered);
+    void schedule_sample(const krpc::node_entry& n, time_point due, time_point answered, std::uint8_t attempt = 0);
     void maybe_bootstrap(time_point now);
     void maybe_publish(time_point now);
     void send_queries(time_point now);
     send_outcome send_query(query_kind kind, const krpc::node_entry& to, const id20& target, std::uint32_t context,
-                            time_point now);
+                            time_point now, std::uint8_t attempt = 0);
     bool send_lookup_query(time_point now, std::span<krpc::node_entry> seeds);
     void send_sample_query(time_point now);
     bool send_find_node(time_point now, std::size_t& busy_in_a_row);

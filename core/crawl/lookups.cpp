@@ -64,7 +64,7 @@ bool lookups::enqueue(const id20& info_hash, const std::optional<krpc::node_entr
     if (!recent_.contains(info_hash)) remember(info_hash);
     holder_list& h = holders_[info_hash];
     if (holder) h.nodes[h.count++] = *holder;
-    queue_.push_back(waiting{info_hash, {}, std::nullopt});
+    queue_.push_back(waiting{info_hash, {}, std::nullopt, 0});
     return true;
 }
 
@@ -115,6 +115,7 @@ bool lookups::start(std::span<const krpc::node_entry> seeds) {
     lookup& l = *it;
     l = lookup{};
     l.target = next_->hash;
+    l.again = next_->again;
     if (const auto h = holders_.find(l.target); h != holders_.end()) {
         for (std::size_t i = 0; i < h->second.count; ++i) l.holders[i] = candidate{h->second.nodes[i], state::fresh};
         l.holder_count = h->second.count;
@@ -188,7 +189,13 @@ void lookups::on_reply(std::uint32_t slot, const endpoint& from, const krpc::com
         c->st = state::answered;
         --l.in_flight;
         if (is_holder(l, c) && peers_found > 0) l.holder_had_peers = true;
+        if (c->retries > 0) {
+            ++holder_retry_answers_;
+            holder_retry_peers_ += peers_found;
+        }
     }
+    if (l.again > 0 && l.peers == 0 && peers_found > 0) ++lookup_retries_found_;
+    if (l.other_outcomes < 255) ++l.other_outcomes;
     l.peers = static_cast<std::uint8_t>(std::min<std::size_t>(l.peers + peers_found, 255));
     for (const auto& e : nodes) add_candidate(l, e);
     finish_if_done(l);
@@ -201,7 +208,28 @@ void lookups::on_failure(std::uint32_t slot, const endpoint& from) {
         c->st = state::failed;
         --l.in_flight;
     }
+    if (l.other_outcomes < 255) ++l.other_outcomes;
     finish_if_done(l);
+}
+
+void lookups::on_timeout(std::uint32_t slot, const endpoint& from, time_point now) {
+    if (slot >= slots_.size() || !slots_[slot].active) return;
+    lookup& l = slots_[slot];
+    if (candidate* c = find(l, from); c && c->st == state::queried) {
+        --l.in_flight;
+        if (is_holder(l, c) && c->retries < options_.holder_retries) {
+            // Asked again at once, before any other candidate (holders go first): the
+            // retry is part of the same query, so it does not count against the budget.
+            ++c->retries;
+            c->st = state::fresh;
+            --l.sent;
+            ++holder_retries_;
+        } else {
+            c->st = state::failed;
+            if (l.timeouts < 255) ++l.timeouts;
+        }
+    }
+    finish_if_done(l, now);
 }
 
 void lookups::on_deferred(std::uint32_t slot, const endpoint& from, time_point ready_at) {
@@ -220,7 +248,7 @@ void lookups::on_deferred(std::uint32_t slot, const endpoint& from, time_point r
     finish_if_done(l);
 }
 
-void lookups::finish_if_done(lookup& l) {
+void lookups::finish_if_done(lookup& l, std::optional<time_point> now) {
     if (l.in_flight > 0) return;
     const bool budget_spent = l.sent >= options_.queries_per_lookup;
     const bool satisfied = l.satisfied();
@@ -232,7 +260,25 @@ void lookups::finish_if_done(lookup& l) {
         l.active = false;
         --active_;
         ++completed_;
+        if (now && l.peers == 0 && l.other_outcomes == 0 && l.timeouts > 0 && l.again < options_.lookup_retries)
+            run_again_later(l, *now);
     }
+}
+
+// Nothing but silence: the nodes were there moments ago (they sampled the hash or answered
+// the crawl), so a lost datagram or a short outage is likelier than an empty swarm. The
+// hash waits with its holders, parked like a hash whose holders' budgets are spent.
+void lookups::run_again_later(const lookup& l, time_point now) {
+    if (holders_.contains(l.target)) return; // queued again meanwhile (a retry round asked for it)
+    if (queued() >= options_.lookup_queue_capacity) {
+        ++dropped_;
+        return;
+    }
+    holder_list& h = holders_[l.target];
+    for (std::size_t i = 0; i < l.holder_count; ++i) h.nodes[h.count++] = l.holders[i].node;
+    const auto wait = std::chrono::seconds(options_.lookup_retry_secs) * (1u << (2 * std::min<unsigned>(l.again, 8)));
+    parked_.push(waiting{l.target, now + wait, std::nullopt, static_cast<std::uint8_t>(l.again + 1)});
+    ++lookup_retries_;
 }
 
 } // namespace dhtc::crawl

@@ -77,8 +77,13 @@ public:
     std::optional<query> next(time_point now);
     /// The candidate at `from` answered: `nodes` may bring closer candidates.
     void on_reply(std::uint32_t slot, const endpoint& from, const krpc::compact_nodes& nodes, std::size_t peers_found);
-    /// The candidate at `from` timed out, erred or was never sent to.
+    /// The candidate at `from` erred or was never sent to.
     void on_failure(std::uint32_t slot, const endpoint& from);
+    /// The candidate at `from` left our query unanswered within the request timeout. A holder
+    /// is asked again, up to holder_retries times (a lost datagram must not cost the hash's
+    /// peers), without counting against queries_per_lookup. A lookup that ends with no peer
+    /// and nothing but timeouts is parked to run again (lookup_retries, lookup_retry_secs).
+    void on_timeout(std::uint32_t slot, const endpoint& from, time_point now);
     /// The query next() gave for `from` was not sent: its destination's budget is spent until
     /// `ready_at`. The candidate waits until then and is asked again, since it may hold the
     /// peers; meanwhile the lookup asks its next holder. After max_deferrals it is skipped, so
@@ -97,6 +102,15 @@ public:
     double parked_seconds() const noexcept { return parked_seconds_; }
     /// Holders added to a hash already waiting (a second node sampled it).
     std::uint64_t holders_added() const noexcept { return holders_added_; }
+    /// get_peers sent again to a holder that timed out; of those, answered; and the peers
+    /// those answers brought (what the retries saved).
+    std::uint64_t holder_retries() const noexcept { return holder_retries_; }
+    std::uint64_t holder_retry_answers() const noexcept { return holder_retry_answers_; }
+    std::uint64_t holder_retry_peers() const noexcept { return holder_retry_peers_; }
+    /// Lookups parked to run again after ending on timeouts alone; of those runs, the ones
+    /// that found peers.
+    std::uint64_t lookup_retries() const noexcept { return lookup_retries_; }
+    std::uint64_t lookup_retries_found() const noexcept { return lookup_retries_found_; }
 
 private:
     enum class state : std::uint8_t { fresh, queried, answered, failed };
@@ -104,6 +118,7 @@ private:
         krpc::node_entry node;
         state st = state::fresh;
         std::uint8_t deferrals = 0;
+        std::uint8_t retries = 0;  ///< times asked again after a timeout
         time_point not_before{}; ///< a deferred candidate waits until then
     };
     struct lookup {
@@ -115,6 +130,9 @@ private:
         std::uint8_t in_flight = 0;
         std::uint8_t sent = 0;
         std::uint8_t peers = 0;
+        std::uint8_t timeouts = 0;       ///< candidates that never answered
+        std::uint8_t other_outcomes = 0; ///< answers, errors and refused sends
+        std::uint8_t again = 0;          ///< 0: the first run; n: the n-th run after timeouts alone
         bool holder_had_peers = false; ///< it stores the swarm's announces: the rest would repeat them
         bool active = false;
         bool satisfied() const noexcept { return peers >= enough_peers || holder_had_peers; }
@@ -128,13 +146,15 @@ private:
         id20 hash;
         time_point due{};                       ///< parked: when its first holder can be asked
         std::optional<time_point> parked_since; ///< when it was first parked
+        std::uint8_t again = 0;                 ///< lookup::again of the run it will start
         bool operator>(const waiting& o) const noexcept { return due > o.due; }
     };
 
     void add_candidate(lookup& l, const krpc::node_entry& e);
     candidate* find(lookup& l, const endpoint& ep);
     bool is_holder(lookup& l, const candidate* c) const noexcept;
-    void finish_if_done(lookup& l);
+    void finish_if_done(lookup& l, std::optional<time_point> now = std::nullopt);
+    void run_again_later(const lookup& l, time_point now);
     void remember(const id20& h);
     bool enqueue(const id20& info_hash, const std::optional<krpc::node_entry>& holder);
     time_point holders_ready_at(const holder_list& h, time_point now) const;
@@ -161,6 +181,11 @@ private:
     std::uint64_t parkings_ = 0;
     double parked_seconds_ = 0;
     std::uint64_t holders_added_ = 0;
+    std::uint64_t holder_retries_ = 0;
+    std::uint64_t holder_retry_answers_ = 0;
+    std::uint64_t holder_retry_peers_ = 0;
+    std::uint64_t lookup_retries_ = 0;
+    std::uint64_t lookup_retries_found_ = 0;
 };
 
 } // namespace dhtc::crawl

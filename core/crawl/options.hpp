@@ -62,6 +62,16 @@ struct bep51_options {
     std::size_t max_concurrent_lookups = 16;
     std::size_t lookup_queue_capacity = 1024; ///< sampled hashes waiting for a lookup
     std::size_t queries_per_lookup = 12;      ///< get_peers queries one lookup may send
+    /// One dropped datagram must not cost a torrent (issue 32): the queries a hash's discovery
+    /// hangs on are sent again when unanswered within crawl.rate_limit.request_timeout_secs.
+    /// Crawl-frontier find_node stays send-once (the pool has plenty of others to ask).
+    unsigned sample_retries = 1; ///< more sample_infohashes to a node whose sample timed out
+    unsigned holder_retries = 1; ///< more get_peers to a hash's holder (a node that sampled it)
+    /// A lookup that found no peer and got no answer at all (every query timed out) runs again
+    /// after lookup_retry_secs, then 4 times as long, up to lookup_retries times: minutes, not
+    /// the retry ladder's first step. 0 retries: never.
+    unsigned lookup_retries = 2;
+    unsigned lookup_retry_secs = 60;
     std::size_t store_capacity = 4096;        ///< announced hashes kept for our own answers
     unsigned answer_interval_secs = 300;      ///< `interval` we advertise
 };

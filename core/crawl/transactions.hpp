@@ -26,6 +26,7 @@ struct pending_query {
     time_point sent_at{};
     query_kind kind = query_kind::find_node;
     std::uint32_t context = 0; ///< bootstrap source index, or lookup slot
+    std::uint8_t attempt = 0;  ///< 0: the first send; n: the n-th retry after a timeout
 };
 
 class transaction_table {

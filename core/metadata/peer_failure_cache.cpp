@@ -46,11 +46,21 @@ peer_failures::kind peer_failures::remembered_as(api::failure_class c) noexcept 
 
 peer_failures::peer_failures(peer_failures_options o)
     : unreachable_({o.capacity, o.ttl, o.hash_seed}),
-      refused_({o.capacity, o.refusal_ttl, o.hash_seed ? o.hash_seed ^ 0x726566 : 0}) {}
+      refused_({o.capacity, o.refusal_ttl, o.hash_seed ? o.hash_seed ^ 0x726566 : 0}),
+      first_timeouts_({o.first_timeout_ttl < o.ttl ? o.capacity : 0, o.first_timeout_ttl,
+                       o.hash_seed ? o.hash_seed ^ 0x666972 : 0}),
+      timeouts_seen_({first_timeouts_.enabled() ? o.capacity : 0, o.ttl, o.hash_seed ? o.hash_seed ^ 0x736565 : 0}) {}
 
 void peer_failures::record(const endpoint& ep, api::failure_class c, time_point now) {
     switch (remembered_as(c)) {
-    case kind::unreachable: unreachable_.insert(ep, now); break;
+    case kind::unreachable:
+        if (api::is_timeout(c) && first_timeouts_.enabled() && !timeouts_seen_.contains(ep, now)) {
+            timeouts_seen_.insert(ep, now);
+            first_timeouts_.insert(ep, now);
+        } else {
+            unreachable_.insert(ep, now);
+        }
+        break;
     case kind::refused: refused_.insert(ep, now); break;
     case kind::none: break;
     }

@@ -84,6 +84,9 @@ struct peer_failures_options {
     std::chrono::seconds ttl{60};         ///< metadata.peer_failure_ttl_secs: unreachable peers
     std::chrono::seconds refusal_ttl{600}; ///< metadata.refusal_ttl_secs: peers that refused us
     std::uint64_t hash_seed = 0;
+    /// metadata.first_timeout_ttl_secs: a peer's first timeout within `ttl` skips it this long
+    /// only; 0 (or `ttl` or more): as long as any unreachable peer.
+    std::chrono::seconds first_timeout_ttl{10};
 };
 
 /// The peer failure cache as the pipeline uses it: which failure classes it holds, each for
@@ -93,8 +96,12 @@ struct peer_failures_options {
 ///  - refused (handshake_failed) for `refusal_ttl`: the peer answered and closed our handshake
 ///    (it forces an encryption or a transport we did not offer, or does not serve the
 ///    torrent), a policy that does not change from one re-announce to the next.
+///  - a first timeout (connect_timeout, utp_timeout, timeout) for `first_timeout_ttl` only:
+///    one lost datagram at a few hundred milliseconds of round trip costs a whole attempt,
+///    so the peer gets a second chance soon (issue 32); a second timeout within `ttl` of the
+///    first is held for `ttl` like any unreachable peer.
 /// Other classes are not held: they concern one torrent or one exchange, or our own side.
-/// Two peer_failure_caches, so each ring stays in time order; each costs what it holds.
+/// One peer_failure_cache per lifetime, so each ring stays in time order; each costs what it holds.
 class peer_failures {
 public:
     enum class kind : std::uint8_t { none, unreachable, refused };
@@ -104,10 +111,12 @@ public:
     explicit peer_failures(peer_failures_options o = {});
     /// True when `ep` failed in a remembered way recently enough at `now`.
     bool contains(const endpoint& ep, time_point now) const {
-        return unreachable_.contains(ep, now) || refused_.contains(ep, now);
+        return unreachable_.contains(ep, now) || refused_.contains(ep, now) || first_timeouts_.contains(ep, now);
     }
     /// Records a failure of class `c` of `ep` at `now` (nothing for a class not held).
     void record(const endpoint& ep, api::failure_class c, time_point now);
+    /// True when `ep` timed out once within `ttl` before `now` (it is on its second chance).
+    bool timed_out_once(const endpoint& ep, time_point now) const { return timeouts_seen_.contains(ep, now); }
 
     const peer_failure_cache& unreachable() const noexcept { return unreachable_; }
     const peer_failure_cache& refused() const noexcept { return refused_; }
@@ -115,6 +124,8 @@ public:
 private:
     peer_failure_cache unreachable_;
     peer_failure_cache refused_;
+    peer_failure_cache first_timeouts_; ///< skipped for first_timeout_ttl
+    peer_failure_cache timeouts_seen_;  ///< not skipped: remembers first timeouts for `ttl`
 };
 
 } // namespace dhtc::metadata

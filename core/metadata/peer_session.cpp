@@ -45,6 +45,22 @@ struct connection {
     void close_stream() noexcept {
         if (stream) stream->close();
     }
+
+    // One timer for the whole attempt: on expiry it closes the socket, which aborts whatever
+    // the session is waiting for, so no phase can extend the deadline (only the measured
+    // round trip does, by arming it again: the earlier wait then ends cancelled).
+    void arm_watchdog(clock::time_point at) {
+        watchdog.expires_at(at);
+        watchdog.async_wait([weak = self](const std::error_code& ec) {
+            if (ec) return;
+            if (auto c = weak.lock()) {
+                c->expired = true;
+                c->close_stream();
+                c->idle.cancel();
+                c->connect_limit.cancel();
+            }
+        });
+    }
 };
 
 // The one receive buffer of a session: bytes [begin_, end_) are unread.
@@ -105,7 +121,7 @@ class session {
 public:
     session(const session_request& req, piece_source& source, std::uint32_t slot, connection& conn,
             const asio::cancellation_state& cancel)
-        : req_(req), source_(source), slot_(slot), conn_(conn), cancel_(cancel),
+        : req_(req), deadline_(req.deadline), source_(source), slot_(slot), conn_(conn), cancel_(cancel),
           pipeline_(std::clamp<std::uint32_t>(req.pipeline, 1, max_pipeline)) {
         rx_.set_hard_cap(req.max_message + 4);
     }
@@ -180,7 +196,7 @@ private:
     fallback next_fallback(bool use_mse) const noexcept {
         if (handshake_done_) return fallback::none;
         if (cancel_.cancelled() != asio::cancellation_type::none) return fallback::none;
-        if (conn_.expired || clock::now() >= req_.deadline) return fallback::none;
+        if (conn_.expired || clock::now() >= deadline_) return fallback::none;
         if (!result.connected) {
             const bool connect_failed = result.failure == session_failure::connect_refused ||
                                         result.failure == session_failure::connect_timeout ||
@@ -300,7 +316,7 @@ private:
     // Checked after every suspension, before the operation's own error: the watchdog and
     // the owner end an operation by aborting it, and the abort must not pass for the peer's.
     bool interrupted() noexcept {
-        if (conn_.expired || clock::now() >= req_.deadline) {
+        if (conn_.expired || clock::now() >= deadline_) {
             if (result.connected)
                 fail(session_failure::timeout);
             else
@@ -329,7 +345,7 @@ private:
         const bool limited = transport_fallback_left_;
         if (limited) {
             const clock::time_point now = clock::now();
-            auto limit = (req_.deadline - now) / 2;
+            auto limit = (deadline_ - now) / 2;
             if (use_utp) limit = std::min<clock::duration>(limit, utp_first_connect_limit);
             conn_.connect_limit.expires_at(now + limit);
             conn_.connect_limit.async_wait([weak = conn_.self](const std::error_code& ec) {
@@ -340,6 +356,7 @@ private:
                 }
             });
         }
+        const clock::time_point began = clock::now();
         const std::error_code ec = co_await conn_.stream->connect(req_.peer, req_.bind_address);
         if (limited) conn_.connect_limit.cancel();
         if (interrupted()) co_return false;
@@ -352,7 +369,20 @@ private:
             co_return false;
         }
         result.connected = true;
+        extend_deadline(clock::now() - began);
         co_return true;
+    }
+
+    // The connect took one round trip (TCP's SYN, uTP's SYN and STATE; a lost SYN makes it
+    // look longer, which is right: that path loses packets). What is left of the exchange
+    // takes several more: the MSE exchange, both handshakes, the pieces.
+    void extend_deadline(clock::duration rtt) {
+        const clock::time_point want = clock::now() + deadline_rtts * rtt + deadline_loss_slack;
+        const clock::time_point to = std::min(want, req_.deadline_limit);
+        if (to <= deadline_) return;
+        deadline_ = to;
+        result.deadline_extended = true;
+        conn_.arm_watchdog(to);
     }
 
     asio::awaitable<bool> write_tx() {
@@ -443,7 +473,7 @@ private:
     }
 
     asio::awaitable<bool> idle_wait() {
-        const clock::time_point wake = std::min(clock::now() + idle_poll_interval, req_.deadline);
+        const clock::time_point wake = std::min(clock::now() + idle_poll_interval, deadline_);
         conn_.idle.expires_at(wake);
         std::error_code ec;
         co_await conn_.idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -578,6 +608,7 @@ private:
     }
 
     const session_request& req_;
+    clock::time_point deadline_; ///< req_.deadline, pushed back by a slow round trip (extend_deadline)
     piece_source& source_;
     const std::uint32_t slot_;
     connection& conn_;
@@ -648,18 +679,7 @@ asio::awaitable<session_result> run_peer_session(session_request request, piece_
     const asio::any_io_executor ex = co_await asio::this_coro::executor;
     auto conn = std::make_shared<connection>(ex);
     conn->self = conn;
-    // One timer for the whole attempt: on expiry it closes the socket, which aborts
-    // whatever the session is waiting for, so no phase can extend the deadline.
-    conn->watchdog.expires_at(request.deadline);
-    conn->watchdog.async_wait([weak = std::weak_ptr<connection>(conn)](const std::error_code& ec) {
-        if (ec) return;
-        if (auto c = weak.lock()) {
-            c->expired = true;
-            c->close_stream();
-            c->idle.cancel();
-            c->connect_limit.cancel();
-        }
-    });
+    conn->arm_watchdog(request.deadline);
 
     session s(request, source, session_slot, *conn, cancel);
     co_await s.run();
@@ -668,6 +688,7 @@ asio::awaitable<session_result> run_peer_session(session_request request, piece_
     conn->connect_limit.cancel();
     conn->close_stream(); // abortive: the session is over either way (see the streams)
     s.result.elapsed = clock::now() - start;
+    s.result.saved_by_extension = s.result.deadline_extended && s.result.ok() && clock::now() > request.deadline;
     co_return s.result;
 }
 

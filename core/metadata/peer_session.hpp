@@ -70,6 +70,12 @@ std::optional<transport_policy> parse_transport_policy(std::string_view s) noexc
 
 class utp_host;
 
+/// Round trips a session may still need after a connect (the MSE exchange, the BitTorrent and
+/// extension handshakes, the pieces), and slack for one retransmission timeout on the way:
+/// at a 300 ms round trip the deadline becomes at least connect + 4 s.
+inline constexpr unsigned deadline_rtts = 10;
+inline constexpr std::chrono::milliseconds deadline_loss_slack{1000};
+
 /// A session tries at most this often: the first try, one encryption fallback and one
 /// transport fallback.
 inline constexpr std::size_t max_tries = 3;
@@ -94,8 +100,12 @@ struct session_request {
     id20 info_hash;   ///< the 20-byte key we saw (v1, or a truncated v2 hash)
     endpoint peer;
     id20 peer_id;     ///< random per connection; supplied by the caller
-    /// One deadline for the whole attempt: connect, handshakes and every piece.
+    /// One deadline for the whole attempt: connect, handshakes and every piece ...
     std::chrono::steady_clock::time_point deadline;
+    /// ... which the round trip each connect measured may push back, up to this (issue 32):
+    /// to the connect's end + deadline_rtts round trips + deadline_loss_slack. Not later
+    /// than `deadline` (the default): never pushed back.
+    std::chrono::steady_clock::time_point deadline_limit{};
     std::size_t max_metadata_size = wire::default_max_metadata_size;
     /// Source address for the connection (port chosen by the OS); the default route when empty.
     std::optional<ip_address> bind_address;
@@ -137,6 +147,9 @@ struct session_result {
     /// Why the MSE exchange failed on the protocol (the failure is then encryption_failed;
     /// none when the peer closed during the exchange, also encryption_failed).
     metadata::mse::mse_error mse_error = metadata::mse::mse_error::none;
+
+    bool deadline_extended = false;  ///< a slow round trip pushed the deadline back
+    bool saved_by_extension = false; ///< ... and the session succeeded after the first deadline
 
     bool ok() const noexcept { return failure == session_failure::none; }
 };

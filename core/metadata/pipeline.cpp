@@ -115,7 +115,8 @@ struct pipeline::impl {
                  &o.counters_.memory_refused_bytes),
           pending(pending_queue_options{opt.max_queue_size, std::chrono::seconds(60), 0}),
           failures(peer_failures_options{opt.peer_failure_cache_capacity, std::chrono::seconds(opt.peer_failure_ttl_secs),
-                                         std::chrono::seconds(opt.refusal_ttl_secs), 0}),
+                                         std::chrono::seconds(opt.refusal_ttl_secs), 0,
+                                         std::chrono::seconds(opt.first_timeout_ttl_secs)}),
           delivered(delivered_filter_options{opt.delivered_filter_capacity,
                                              std::chrono::seconds(opt.delivered_filter_period_secs), 0}),
           rng(std::random_device{}()) {
@@ -545,6 +546,8 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         req.peer = peers[i];
         req.peer_id = random_peer_id();
         req.deadline = deadline;
+        // A slow path may push it back up to twice metadata.timeout_secs (peer_session.hpp).
+        req.deadline_limit = deadline + std::chrono::seconds(options.timeout_secs);
         req.max_metadata_size = options.max_metadata_size;
         if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
         req.encryption = options.encryption;
@@ -571,7 +574,11 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         co_await wait(*j);
     }
     j->sessions.clear();
-    for (const session_result& r : results) count_tries(r);
+    for (const session_result& r : results) {
+        count_tries(r);
+        if (r.deadline_extended) bump(owner.counters_.deadline_extensions);
+        if (r.saved_by_extension) bump(owner.counters_.deadline_extension_saves);
+    }
     co_return results;
 }
 
@@ -630,7 +637,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             }
             bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
             failures.record(peers[i], cls, clock.now());
-            result.failure = cls;
+            // A timeout names the round only when every peer timed out: the retry store
+            // tries such a hash again within minutes (retry.policy.timeout_retries).
+            if (!api::is_timeout(cls) || result.failure == failure_class::no_peers || api::is_timeout(result.failure))
+                result.failure = cls;
         }
         if (!pieces.complete()) {
             if (!crowded.empty()) {
@@ -654,6 +664,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         if (verified(dict)) {
             bytes.emplace(dict);
             served_by = peers[main_source];
+            if (failures.timed_out_once(*served_by, clock.now())) bump(c.second_chance_fetches);
             served_enc = results[main_source].encryption;
             served_tr = results[main_source].transport;
             break;

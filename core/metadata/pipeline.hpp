@@ -31,6 +31,7 @@ struct pipeline_options {
     std::size_t peer_failure_cache_capacity = 200'000;
     unsigned peer_failure_ttl_secs = 60;      ///< a peer that timed out or refused the connection
     unsigned refusal_ttl_secs = 600;          ///< a peer that refused us (handshake_failed); 0: not kept
+    unsigned first_timeout_ttl_secs = 10;     ///< a peer's first timeout within peer_failure_ttl_secs (issue 32)
     std::size_t max_metadata_size = 10 * 1024 * 1024;
     /// Metadata bytes held in flight across all jobs (leased and received pieces); a fetch
     /// that finds it spent waits, and fails as size_limit if its deadline passes first.
@@ -68,6 +69,9 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> jobs_started{0};
     std::atomic<std::uint64_t> attempts{0};
     std::atomic<std::uint64_t> failure_cache_hits{0};
+    std::atomic<std::uint64_t> second_chance_fetches{0}; ///< served by a peer that had timed out once (issue 32)
+    std::atomic<std::uint64_t> deadline_extensions{0};      ///< sessions whose slow round trip pushed the deadline back
+    std::atomic<std::uint64_t> deadline_extension_saves{0}; ///< ... that succeeded after the first deadline
     std::atomic<std::uint64_t> refetches{0};          ///< multi-peer dicts that failed and were refetched from one
     std::atomic<std::uint64_t> duplicates{0};         ///< a hybrid already delivered under its other key
     std::atomic<std::uint64_t> bytes_fetched{0};

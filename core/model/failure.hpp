@@ -50,4 +50,11 @@ inline constexpr std::size_t failure_class_count = 18;
 /// "none", "connect_refused", ...
 std::string_view to_string(failure_class c) noexcept;
 
+/// timeout, connect_timeout and utp_timeout: the peer never answered in time (a lost
+/// datagram or a slow path as likely as a peer gone). A round whose peers all failed so
+/// is retried sooner (retry.policy.timeout_retries).
+constexpr bool is_timeout(failure_class c) noexcept {
+    return c == failure_class::timeout || c == failure_class::connect_timeout || c == failure_class::utp_timeout;
+}
+
 } // namespace dhtc::api

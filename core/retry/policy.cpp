@@ -29,14 +29,24 @@ std::array<std::uint32_t, api::failure_class_count> default_class_percent() {
 }
 
 std::int64_t next_delay_secs(const policy_options& p, std::uint32_t attempt, failure_class cls,
-                             std::uint32_t mismatch_rounds, double u01) noexcept {
-    if (p.ladder_secs.empty()) return 1;
-    const std::size_t step = std::min<std::size_t>(std::max<std::uint32_t>(attempt, 1), p.ladder_secs.size()) - 1;
-    double delay = p.ladder_secs[step];
-    const auto ci = static_cast<std::size_t>(cls);
-    std::uint32_t percent = ci < p.class_percent.size() ? p.class_percent[ci] : 100;
-    if (cls == failure_class::hash_mismatch && mismatch_rounds >= 2) percent = p.repeated_mismatch_percent;
-    delay = delay * percent / 100.0;
+                             std::uint32_t mismatch_rounds, double u01, std::uint32_t timeout_rounds) noexcept {
+    attempt = std::max<std::uint32_t>(attempt, 1);
+    // Nothing but timeouts so far: a lost datagram is likelier than a dead swarm (issue 32).
+    const std::uint32_t quick = p.timeout_retry_secs > 0 ? std::min(p.timeout_retries, 16u) : 0;
+    double delay = 0;
+    if (api::is_timeout(cls) && timeout_rounds >= attempt && attempt <= quick) {
+        delay = static_cast<double>(p.timeout_retry_secs) * static_cast<double>(1u << (2 * (attempt - 1)));
+    } else {
+        if (p.ladder_secs.empty()) return 1;
+        // The quick retries spent are not ladder steps: the ladder starts from its first.
+        const std::uint32_t rung = attempt - std::min({quick, timeout_rounds, attempt - 1});
+        const std::size_t step = std::min<std::size_t>(rung, p.ladder_secs.size()) - 1;
+        delay = p.ladder_secs[step];
+        const auto ci = static_cast<std::size_t>(cls);
+        std::uint32_t percent = ci < p.class_percent.size() ? p.class_percent[ci] : 100;
+        if (cls == failure_class::hash_mismatch && mismatch_rounds >= 2) percent = p.repeated_mismatch_percent;
+        delay = delay * percent / 100.0;
+    }
     const double j = std::min<std::uint32_t>(p.jitter_percent, 100) / 100.0;
     const double u = std::clamp(u01, 0.0, 1.0);
     delay *= 1.0 - j + 2.0 * j * u;

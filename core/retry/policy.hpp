@@ -42,13 +42,21 @@ struct policy_options {
     std::uint32_t max_priority = 1000; ///< priority saturates here
     /// A leased round may wait this long for get_peers to find peers before it fails no_peers.
     std::uint32_t lookup_wait_secs = 10;
+    /// A hash whose every failed round failed through timeouts alone (timeout, connect_timeout,
+    /// utp_timeout: a lost datagram, a slow path) is tried again soon before the ladder takes
+    /// over: its first timeout_retries failures wait timeout_retry_secs, then 4 times as long
+    /// each (2 and 8 minutes by default), and the ladder then starts from its first step.
+    /// 0 retries: the ladder alone.
+    std::uint32_t timeout_retries = 2;
+    std::uint32_t timeout_retry_secs = 120;
 };
 
 /// The delay before the next round, after `attempt` failed rounds (1 = the first failure).
 /// `mismatch_rounds` counts rounds that ended hash_mismatch, this one included; `u01` is a
-/// uniform draw in [0, 1) for the jitter. Always at least 1 second.
+/// uniform draw in [0, 1) for the jitter; `timeout_rounds` counts rounds that failed through
+/// timeouts alone (is_timeout), this one included. Always at least 1 second.
 std::int64_t next_delay_secs(const policy_options& p, std::uint32_t attempt, api::failure_class cls,
-                             std::uint32_t mismatch_rounds, double u01) noexcept;
+                             std::uint32_t mismatch_rounds, double u01, std::uint32_t timeout_rounds = 0) noexcept;
 
 /// The new next_retry_at of a dormant hash observed afresh at `now`: the wait left shrinks to
 /// reactivation_percent, at least reactivation_min_secs; never later than `next_retry_at`.

@@ -188,7 +188,11 @@ std::optional<retry_row> store::record_failure(const id20& info_hash, failure_cl
     // served the torrent, it was our side that could not keep it.
     if (cls != failure_class::sink_failed) r.peers.clear();
     const double u01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-    r.next_retry_at = now + next_delay_secs(policy_, r.attempts, cls, r.failures(failure_class::hash_mismatch), u01);
+    const std::uint32_t timeout_rounds = r.failures(failure_class::timeout) +
+                                         r.failures(failure_class::connect_timeout) +
+                                         r.failures(failure_class::utp_timeout);
+    r.next_retry_at =
+        now + next_delay_secs(policy_, r.attempts, cls, r.failures(failure_class::hash_mismatch), u01, timeout_rounds);
     db_->update(r);
     return r;
 }

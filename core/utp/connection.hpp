@@ -122,6 +122,8 @@ public:
     const connection_stats& stats() const noexcept { return stats_; }
     /// Smoothed round-trip time (zero before the first sample).
     std::chrono::microseconds srtt() const noexcept { return srtt_; }
+    /// The retransmission timeout now (RFC 6298: srtt + 4 rttvar, within min_rto..max_rto).
+    std::chrono::microseconds rto() const noexcept { return rto_; }
     std::size_t congestion_window() const noexcept { return static_cast<std::size_t>(cwnd_); }
     /// Bytes sent and not yet acknowledged (selectively acked ones excluded).
     std::size_t bytes_in_flight() const noexcept { return in_flight_; }

@@ -364,6 +364,14 @@ void sim_network::answer(sim_node& n, const datagram& d) {
     default: break;
     }
     if (n.silent) return;
+    // One dropped datagram, exactly where a test wants it (options_.loss drops at random).
+    std::uint32_t* lose = msg_.query.kind == krpc::method::sample_infohashes ? &n.lose_samples
+                          : msg_.query.kind == krpc::method::get_peers       ? &n.lose_get_peers
+                                                                             : nullptr;
+    if (lose && *lose > 0) {
+        --*lose;
+        return;
+    }
     if (n.error_code != 0) {
         std::string err;
         krpc::encode_error(err, msg_.transaction, n.error_code, "Too Many Requests");

@@ -71,6 +71,8 @@ struct sim_node {
     bool bep51 = false;                        ///< answers sample_infohashes with samples
     std::int64_t interval = 0;                 ///< BEP-51 interval it advertises
     bool silent = false;                       ///< receives but never answers
+    std::uint32_t lose_samples = 0;            ///< the next this many sample_infohashes are lost
+    std::uint32_t lose_get_peers = 0;          ///< the next this many get_peers are lost
     std::int64_t error_code = 0;               ///< answers every query with this KRPC error (0: none)
     std::optional<id20> reply_id;              ///< answers with this id instead of its own
     duration extra_latency{};                  ///< added to its replies

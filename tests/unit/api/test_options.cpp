@@ -96,7 +96,7 @@ const char* const custom_document = R"({
     "store": {"kind": "sqlite", "path": "/var/lib/dhtc/state.sqlite", "conninfo": "postgresql://crawler@127.0.0.1/dhtc"},
     "owner_id": "crawler-a", "budget_share": 0.5, "lease_secs": 120, "batch": 32, "queue_capacity": 999,
     "policy": {
-      "ladder_secs": [60, 600, 6000], "jitter_percent": 5, "repeated_mismatch_percent": 800,
+      "ladder_secs": [60, 600, 6000], "jitter_percent": 5, "repeated_mismatch_percent": 800, "timeout_retries": 3, "timeout_retry_secs": 30,
       "reactivation_percent": 25, "reactivation_min_secs": 30, "max_priority": 50, "lookup_wait_secs": 7,
       "class_percent": {"connect_refused": 40, "connect_timeout": 41, "handshake_failed": 42,
         "no_extension_support": 43, "no_metadata_support": 44, "rejected": 45, "timeout": 46, "size_limit": 47,
@@ -106,7 +106,7 @@ const char* const custom_document = R"({
   },
   "metadata": {
     "timeout_secs": 9, "max_queue_size": 555, "max_worker_count": 32,
-    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "refusal_ttl_secs": 900, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
+    "peer_failure_cache_capacity": 0, "peer_failure_ttl_secs": 120, "refusal_ttl_secs": 900, "first_timeout_ttl_secs": 5, "max_metadata_size": 4194304, "max_in_flight_bytes": 1048576,
     "max_attempts": 5, "gate_timeout_millis": 250, "gate_default": false, "encryption": "prefer_encrypted",
     "transports": "both", "delivered_filter": {"capacity": 7, "period_secs": 3600}
   },
@@ -131,7 +131,8 @@ const char* const custom_document = R"({
                   "snapshot_refresh_millis": 16},
     "bep51": {"enabled": false, "max_sample_rate_per_sec": 0, "min_interval_secs": 17,
               "max_lookup_rate_per_sec": 0.5, "max_concurrent_lookups": 18, "lookup_queue_capacity": 19,
-              "queries_per_lookup": 20, "store_capacity": 21, "answer_interval_secs": 21600},
+              "queries_per_lookup": 20, "sample_retries": 2, "holder_retries": 3,
+              "lookup_retries": 4, "lookup_retry_secs": 90, "store_capacity": 21, "answer_interval_secs": 21600},
     "scrape": {"timeout_secs": 7}
   }
 })";
@@ -223,7 +224,7 @@ TEST_CASE("the default document: every key, pretty, and the same as the struct d
     CHECK(doc.at("hash_queue_capacity") == 10000);
     CHECK(at_path(doc, "metadata.delivered_filter.capacity") == 100000);
     CHECK(at_path(doc, "crawl.bootstrap.sources").size() == 4);
-    CHECK(default_leaves().size() == 105);
+    CHECK(default_leaves().size() == 112);
     CHECK(at_path(doc, "metadata.encryption") == "prefer_encrypted");
     CHECK(at_path(doc, "metadata.transports") == "utp_first");
 

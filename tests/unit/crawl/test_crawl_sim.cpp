@@ -967,3 +967,113 @@ TEST_CASE("a pool head of one busy subnet does not spin the turn loop") {
 }
 
 } // TEST_SUITE
+
+TEST_CASE("one lost sample_infohashes or get_peers costs no hash (issue 32)") {
+    // Every node that stores a hash loses the first sample_infohashes and the first get_peers
+    // it receives: the crawl with its retries finds every hash's peers; without them it finds
+    // fewer in the same time (the reference, in the same test).
+    const auto run = [](bool retries) {
+        sim::network_options no;
+        no.seed = 63;
+        harness h(no);
+        add_bep51_nodes(h.net, 300, 12, 6, 120);
+        std::set<id20> stored;
+        for (std::uint32_t k = 0; k < 40; ++k) {
+            const auto idx = h.net.store_hash(h.net.random_id(), {{ip_address::v4(0x46000000u + k * 256 + 1), 51413}}, 3);
+            stored.insert(h.net.hash_at(idx).hash);
+        }
+        for (std::uint32_t i = 0; i < h.net.size(); ++i) {
+            auto& n = h.net.node(i);
+            if (n.stored.empty()) continue;
+            n.lose_samples = 1;
+            n.lose_get_peers = 1;
+        }
+        if (!retries) {
+            h.options.bep51.sample_retries = 0;
+            h.options.bep51.holder_retries = 0;
+            h.options.bep51.lookup_retries = 0;
+        }
+        h.start({{h.net.node(1).ep}});
+        h.net.run_for(90s); // less than a node's interval: a lost sample is not asked again by then
+        std::set<id20> found;
+        for (const auto& e : h.sink.hashes)
+            if (e.kind == crawl::hash_source::sample) found.insert(e.info_hash);
+        struct result {
+            std::size_t found, stored;
+            std::uint64_t sample_retries, sample_retry_answers, sample_retry_hashes, holder_retries,
+                holder_retry_answers, holder_retry_peers;
+        };
+        return result{found.size(),
+                      stored.size(),
+                      get(h.stats().sample_retries),
+                      get(h.stats().sample_retry_answers),
+                      get(h.stats().sample_retry_hashes),
+                      get(h.stats().holder_retries),
+                      get(h.stats().holder_retry_answers),
+                      get(h.stats().holder_retry_peers)};
+    };
+    const auto with = run(true);
+    const auto without = run(false);
+    MESSAGE("hashes with peers: " << with.found << "/" << with.stored << " with retries (samples retried "
+                                  << with.sample_retries << ", answered " << with.sample_retry_answers << ", hashes "
+                                  << with.sample_retry_hashes << "; holders retried " << with.holder_retries
+                                  << ", answered " << with.holder_retry_answers << ", peers "
+                                  << with.holder_retry_peers << "), " << without.found << " without");
+    CHECK(with.found == with.stored);
+    CHECK(without.found < with.found);
+    CHECK(with.sample_retries > 0);
+    CHECK(with.sample_retry_answers > 0);
+    CHECK(with.sample_retry_hashes > 0);
+    CHECK(with.holder_retries > 0);
+    CHECK(with.holder_retry_answers > 0);
+    CHECK(with.holder_retry_peers > 0);
+    CHECK(without.sample_retries == 0);
+    CHECK(without.holder_retries == 0);
+}
+
+TEST_CASE("crawl-frontier find_node stays send-once") {
+    sim::network_options no;
+    no.seed = 64;
+    harness h(no);
+    const auto ids = add_bep51_nodes(h.net, 100, 8, 4, 120);
+    for (std::size_t k = 2; k < ids.size(); ++k) h.net.node(ids[k]).silent = true;
+    h.start({{h.net.node(0).ep, h.net.node(1).ep}});
+    h.net.run_for(30s);
+    std::size_t max_find_nodes = 0;
+    for (std::size_t k = 2; k < ids.size(); ++k)
+        max_find_nodes = std::max(max_find_nodes, h.net.node(ids[k]).find_node_at.size());
+    CHECK(get(h.stats().timeouts) > 0);
+    CHECK(max_find_nodes == 1); // recent_probe_ttl_secs (600 s) before a silent node is asked again
+    CHECK(get(h.stats().sample_retries) == 0);
+}
+
+TEST_CASE("every answer 300 ms away: the KRPC timeout and in-flight caps keep the crawl's rate (issue 32)") {
+    // The same saturated crawl at a 40-160 ms round trip and at 300 ms: at 200 queries/s and
+    // 300 ms, about 60 are in flight, far below max_in_flight (512), and the 2 s request
+    // timeout expires none of the answers.
+    const auto run = [](duration one_way_min, duration one_way_max) {
+        sim::network_options no;
+        no.seed = 65;
+        no.latency_min = one_way_min;
+        no.latency_max = one_way_max;
+        harness h(no);
+        add_bep51_nodes(h.net, 3000, 16, 4, 60);
+        h.options.pool.recent_probe_ttl_secs = 5;
+        h.options.pool.responsive_ttl_secs = 5;
+        h.start({{h.net.node(0).ep, h.net.node(1).ep, h.net.node(2).ep}});
+        h.net.run_for(30s);
+        struct result {
+            std::size_t queries, max_in_flight;
+            std::uint64_t timeouts, replies;
+        };
+        return result{h.net.queries().size(), h.net.max_in_flight(), get(h.stats().timeouts), get(h.stats().replies)};
+    };
+    const auto near = run(20ms, 80ms);
+    const auto far = run(150ms, 150ms);
+    MESSAGE("queries in 30 s: " << near.queries << " at 40-160 ms, " << far.queries << " at 300 ms; max in flight "
+                                << near.max_in_flight << " / " << far.max_in_flight << "; timeouts " << near.timeouts
+                                << " / " << far.timeouts << "; replies " << near.replies << " / " << far.replies);
+    CHECK(far.queries >= near.queries * 95 / 100);
+    CHECK(far.max_in_flight < 512);
+    CHECK(far.timeouts <= near.timeouts + far.queries / 100);
+}

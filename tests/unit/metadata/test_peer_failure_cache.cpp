@@ -259,7 +259,7 @@ TEST_CASE("peer_failures: unreachable peers for the failure TTL, refusals for th
     manual_clock clk;
     peer_failures f(peer_failures_options{100, 60s, 600s, 5});
     const auto t = clk.now();
-    f.record(v4(1), fc::connect_timeout, t);
+    f.record(v4(1), fc::connect_refused, t);
     f.record(v4(2), fc::handshake_failed, t);
     for (const auto c : {fc::rejected, fc::hash_mismatch, fc::disconnected, fc::encryption_failed, fc::protocol_error,
                          fc::no_metadata_support, fc::cancelled, fc::sink_failed})
@@ -282,6 +282,38 @@ TEST_CASE("peer_failures: unreachable peers for the failure TTL, refusals for th
     CHECK_FALSE(off.contains(v4(2), t));
     CHECK(off.contains(v4(1), t));
     CHECK_FALSE(off.refused().enabled());
+}
+
+TEST_CASE("peer_failures: a first timeout is skipped briefly, a second one within the TTL for the TTL (issue 32)") {
+    using fc = api::failure_class;
+    manual_clock clk;
+    peer_failures f(peer_failures_options{100, 60s, 600s, 5, 10s});
+    const auto t = clk.now();
+    for (const auto c : {fc::connect_timeout, fc::utp_timeout, fc::timeout}) {
+        CAPTURE(c);
+        const auto peer = v4(10 + static_cast<int>(c));
+        f.record(peer, c, t);
+        CHECK(f.contains(peer, t + 9s));
+        CHECK_FALSE(f.contains(peer, t + 10s)); // its second chance
+        CHECK(f.timed_out_once(peer, t + 10s));
+        f.record(peer, c, t + 20s); // timed out again: unreachable for the whole TTL
+        CHECK(f.contains(peer, t + 79s));
+        CHECK_FALSE(f.contains(peer, t + 80s));
+        CHECK_FALSE(f.timed_out_once(peer, t + 60s));
+    }
+    // A timeout after the first one was forgotten is a first timeout again.
+    f.record(v4(50), fc::timeout, t);
+    f.record(v4(50), fc::timeout, t + 60s);
+    CHECK_FALSE(f.contains(v4(50), t + 70s));
+    // connect_refused is no lost datagram: the whole TTL at once.
+    f.record(v4(51), fc::connect_refused, t);
+    CHECK(f.contains(v4(51), t + 59s));
+
+    // 0 (or a first TTL as long as the TTL): every timeout for the whole TTL, as before.
+    peer_failures off(peer_failures_options{100, 60s, 600s, 5, 0s});
+    off.record(v4(1), fc::timeout, t);
+    CHECK(off.contains(v4(1), t + 59s));
+    CHECK_FALSE(off.timed_out_once(v4(1), t));
 }
 
 } // TEST_SUITE

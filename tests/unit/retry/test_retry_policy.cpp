@@ -25,6 +25,31 @@ TEST_CASE("the seed's ladder without jitter: +30 min, +2 h, +8 h, +1 day, +7 day
     CHECK(next_delay_secs(p, 1000000, fc::rejected, 0, 0.5) == 2592000);
 }
 
+TEST_CASE("timeouts alone: tried again after 2 and 8 minutes, then the ladder from its first step (issue 32)") {
+    policy_options p;
+    p.jitter_percent = 0;
+    // Every round so far timed out (timeout_rounds == attempt).
+    CHECK(next_delay_secs(p, 1, fc::timeout, 0, 0.5, 1) == 120);
+    CHECK(next_delay_secs(p, 2, fc::connect_timeout, 0, 0.5, 2) == 480);
+    CHECK(next_delay_secs(p, 3, fc::utp_timeout, 0, 0.5, 3) == 900);  // 1800 x 50%: the first rung
+    CHECK(next_delay_secs(p, 4, fc::timeout, 0, 0.5, 4) == 3600);     // 7200 x 50%
+    // A round that failed otherwise ends the quick retries; the rungs spent on them do not count.
+    CHECK(next_delay_secs(p, 2, fc::connect_refused, 0, 0.5, 1) == 900);
+    CHECK(next_delay_secs(p, 2, fc::timeout, 0, 0.5, 1) == 900); // a refusal came first
+    CHECK(next_delay_secs(p, 1, fc::no_peers, 0, 0.5, 0) == 900);    // no_peers is not a timeout
+    CHECK(next_delay_secs(p, 1, fc::rejected, 0, 0.5, 0) == 1800);
+    // Without the timeout count (the old callers) or with the quick retries off: the ladder.
+    CHECK(next_delay_secs(p, 1, fc::timeout, 0, 0.5) == 900);
+    p.timeout_retries = 0;
+    CHECK(next_delay_secs(p, 1, fc::timeout, 0, 0.5, 1) == 900);
+    CHECK(next_delay_secs(p, 3, fc::timeout, 0, 0.5, 3) == 14400);
+    // Jittered like the ladder.
+    p.timeout_retries = 2;
+    p.jitter_percent = 20;
+    CHECK(next_delay_secs(p, 1, fc::timeout, 0, 0.0, 1) == 96);
+    CHECK(next_delay_secs(p, 1, fc::timeout, 0, 0.999, 1) == 144);
+}
+
 TEST_CASE("jitter stays within its bounds and spreads the delays") {
     policy_options p;
     p.jitter_percent = 20;

@@ -139,6 +139,19 @@ void run_suite(const backend_factory& make, bool shared) {
         CHECK(third->next_retry_at == t0 + 9000 + 4 * 28800);
     }
 
+    SUBCASE("timeouts alone: due again within minutes, twice, then the ladder from its first step") {
+        tx(*a, [&] { a->claim(hash_of(5), p1, t0); });
+        const auto first = tx(*a, [&] { return a->record_failure(hash_of(5), fc::utp_timeout, t0); });
+        REQUIRE(first);
+        CHECK(first->next_retry_at == t0 + 120);
+        tx(*a, [&] { a->lease_due(10, t0 + 120); });
+        const auto second = tx(*a, [&] { return a->record_failure(hash_of(5), fc::timeout, t0 + 200); });
+        CHECK(second->next_retry_at == t0 + 200 + 480);
+        tx(*a, [&] { a->lease_due(10, t0 + 680); });
+        const auto third = tx(*a, [&] { return a->record_failure(hash_of(5), fc::connect_timeout, t0 + 700); });
+        CHECK(third->next_retry_at == t0 + 700 + 900); // 30 min at 50%
+    }
+
     SUBCASE("the classes after cancelled are counted and kept recent, beside the older ones") {
         tx(*a, [&] { a->claim(hash_of(3), p1, t0); });
         unix_seconds now = t0;

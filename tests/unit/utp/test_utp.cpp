@@ -405,4 +405,45 @@ TEST_CASE("utp: 10 MiB on a clean 20 ms link: slow start and LEDBAT open the win
     CHECK(s->stats().retransmits == 0);
 }
 
+TEST_CASE("utp at a 300 ms round trip (issue 32): a lost first SYN, RTO above the RTT, LEDBAT not fooled by the path delay") {
+    pair_fixture f;
+    f.link.link.delay = 150ms; // each way
+    bool syn_dropped = false;
+    f.link.filter = [&](const endpoint& from, const endpoint&, const std::string&) {
+        if (syn_dropped || from != f.a) return false;
+        return syn_dropped = true; // the client's first datagram: its SYN
+    };
+    const time_point start = f.clk.now();
+    auto [c, s] = f.establish();
+    REQUIRE(c);
+    REQUIRE(s);
+    CHECK(syn_dropped);
+    CHECK(c->stats().retransmits == 1);          // the SYN, resent after 1 s
+    CHECK(f.clk.now() - start < 1500ms);         // simulated: 1 s wait, then one round trip
+    f.link.filter = nullptr;
+    // A clean 300 ms path: no spurious timeout, and the window opens. LEDBAT reacts to the
+    // queuing delay over the base delay, not to the 150 ms the path itself adds.
+    const std::string data = pattern(2 << 20, 11);
+    const time_point t0 = f.clk.now();
+    CHECK(f.transfer(*s, *c, data) == data);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(f.clk.now() - t0);
+    MESSAGE("2 MiB at 300 ms RTT in " << took.count() << " ms simulated, cwnd " << s->congestion_window() << ", rto "
+                                      << s->rto().count() << " us, timeouts " << s->stats().timeouts);
+    CHECK(s->stats().timeouts == 0);
+    CHECK(s->stats().retransmits == 0);
+    CHECK(s->congestion_window() >= 64 * 1024);
+    CHECK(s->srtt() >= 290ms);
+    CHECK(s->srtt() <= 320ms);
+    CHECK(s->rto() >= s->srtt()); // never fires before an answer could come
+    CHECK(s->rto() <= 2s);
+    CHECK(took < 20s); // simulated; the 256 KiB receive window per round trip allows ~2.6 s
+
+    // And with 2% loss each way the transfer still completes, loss repaired.
+    f.link.link.loss = 0.02;
+    const std::string more = pattern(512 << 10, 12);
+    CHECK(f.transfer(*c, *s, more) == more);
+    CHECK(c->state() == conn_state::connected);
+    CHECK(c->stats().retransmits > 0);
+}
+
 } // TEST_SUITE
