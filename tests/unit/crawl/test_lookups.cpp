@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "crawl/lookups.hpp"
-#include "net/clock.hpp"
+#include "util/clock.hpp"
 
 using namespace dhtc;
 using namespace std::chrono_literals;
@@ -46,6 +46,8 @@ struct fixture {
 };
 
 } // namespace
+
+TEST_SUITE("lookups") {
 
 TEST_SUITE("lookups") {
 
@@ -154,5 +156,7 @@ TEST_CASE("lookup_retries 0: a lookup of timeouts alone is not run again") {
     CHECK(l.lookup_retries() == 0);
     CHECK(l.queued() == 0);
 }
+
+} // TEST_SUITE
 
 } // TEST_SUITE
