@@ -107,9 +107,9 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
                 raise BadParameter("sort", f"sort must be one of {', '.join(queries.SORTS)}, got {sort!r}")
         except BadParameter as e:
             return _bad(e)
-        total, rows = with_conn(lambda c: queries.search(c, q, limit, offset, sort))
-        return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": total,
-                             "results": rows})
+        page = with_conn(lambda c: queries.search_page(c, q, limit, offset, sort))
+        return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": page.total,
+                             "total_is_estimate": page.total_is_estimate, "results": page.rows})
 
     def api_torrent(request: Request) -> Response:
         info_hash = request.path_params["info_hash"].lower()
@@ -146,7 +146,7 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         sort = default_queries.DEFAULT_SORT if q else "first_seen"
 
         def run(conn: Any) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
-            total, rows = queries.search(conn, q, limit, offset, sort)
+            total, rows = queries.search(conn, q, limit, offset, sort)  # an estimate above the window
             items = []
             for row in rows:
                 cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
