@@ -230,12 +230,36 @@ def mark_delivered(conn: Connection, keys: Iterable[bytes], now: int) -> None:
         [(k, RETRY_DONE, now, now) for k in keys])
 
 
+# Torrents merged per transaction by import: one commit (and its fsync) per batch, not per torrent.
+IMPORT_BATCH = 1000
+
+
+def _chunks(records: Iterator[Dict[str, Any]], size: int) -> Iterator[List[Dict[str, Any]]]:
+    """Lists of up to ``size`` records. A reader's error comes after the records read before
+    it (they are stored: a bad line loses nothing else)."""
+    chunk: List[Dict[str, Any]] = []
+    try:
+        for rec in records:
+            chunk.append(rec)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+    except BaseException:
+        if chunk:
+            yield chunk
+        raise
+    if chunk:
+        yield chunk
+
+
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None) -> Dict[str, int]:
     """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
-    Database); returns counts ``{read, new, merged}``. Unless ``refetch``, the retry store's
+    Database); returns counts ``{read, new, merged}``. Records are merged IMPORT_BATCH to
+    a transaction (the merge rules are the sink's: DatabaseSink.merge_many), and the tables are
+    analyzed at the end for the query planner. Unless ``refetch``, the retry store's
     tables are created first, as a crawl would (dhtcrawler.migrate_store), and every key is
-    marked done there."""
+    marked done there. ``progress(read)`` is called after each batch."""
     import time
 
     from .. import migrate_store
@@ -250,13 +274,18 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     try:
         now = int(time.time())
         for path in paths:
-            for rec in read_any(path):
-                keys = keys_of(rec)
-                new = sink.merge(rec, also=None if refetch else (lambda c, k=keys: mark_delivered(c, k, now)))
-                counts["read"] += 1
-                counts["new" if new else "merged"] += 1
+            for chunk in _chunks(read_any(path), IMPORT_BATCH):
+                with sink.batch():
+                    new = sink.merge_many(chunk)
+                    counts["new"] += new
+                    counts["merged"] += len(chunk) - new
+                    if not refetch:
+                        mark_delivered(sink.connection, [k for rec in chunk for k in keys_of(rec)], now)
+                counts["read"] += len(chunk)
                 if progress is not None:
                     progress(counts["read"])
+        with sink.lock:
+            sink.connection.dialect.analyze(sink.connection)
     finally:
         sink.close()
     return counts

@@ -55,6 +55,11 @@ def keys_of(rec: dict) -> List[bytes]:
     return list(dict.fromkeys(key_of(h) for h in hashes if h))
 
 
+def _text(rec: dict, files: List[Any]) -> str:
+    """What the search index holds for a torrent: its name, then its stored paths, one per line."""
+    return "\n".join([rec["name"], *(path for path, _size in files)])
+
+
 def record_of(torrent: Torrent) -> dict:
     """A torrent as the row-shaped record the sink and the importer store."""
     at = torrent.discovered_at
@@ -137,6 +142,61 @@ class DatabaseSink:
                 self.updated += 1
             return new
 
+    def merge_many(self, recs: List[dict]) -> int:
+        """Merges records as merge() does, all in one transaction, and returns how many were
+        new. Records none of whose keys the database (or an earlier record of the list)
+        holds are inserted together, a statement per table for the lot; the others are
+        merged one by one after them, by merge()'s rules."""
+        conn, d = self._conn, self._conn.dialect
+        with conn.lock, conn.transaction():
+            d.lock_identities(conn, [rec.get("info_hash_v1") or rec.get("info_hash_v2") or rec["info_hash"]
+                                     for rec in recs])
+            keys = [keys_of(rec) for rec in recs]
+            every = [k for ks in keys for k in ks]
+            held = {bytes(row[0]) for i in range(0, len(every), 500) for row in conn.execute(
+                f"SELECT hash FROM hashes WHERE hash IN ({', '.join('?' * len(every[i:i + 500]))})",
+                every[i:i + 500])}
+            fresh, known = [], []
+            for rec, ks in zip(recs, keys):
+                if held.isdisjoint(ks):
+                    fresh.append((rec, ks))
+                    held.update(ks)
+                else:
+                    known.append(rec)
+            self._insert_many(fresh)
+            for rec in known:
+                self._merge(rec, False, None)
+        self.stored += len(fresh)
+        self.updated += len(known)
+        return len(fresh)
+
+    def _insert_many(self, fresh: List[Any]) -> None:
+        """_insert() for many records at once (ids allocated first; swarm estimates kept)."""
+        if not fresh:
+            return
+        conn, d = self._conn, self._conn.dialect
+        ids = d.allocate_ids(conn, len(fresh))
+        conn.executemany(
+            "INSERT INTO torrents(id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, "
+            "piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen, seeders, leechers, "
+            "scraped_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(tid, key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")),
+              r.get("version"), r["name"], r["total_size"], r["num_files"], r.get("piece_length"),
+              _bool(r.get("private")), r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]),
+              r.get("peer"), r.get("times_seen") or 1,
+              *((r.get("seeders"), r.get("leechers"), d.time(r["scraped_at"])) if r.get("scraped_at") is not None
+                else (None, None, None)))
+             for tid, (r, _ks) in zip(ids, fresh)])
+        stored = [(tid, r, self._files(r)) for tid, (r, _ks) in zip(ids, fresh)]
+        conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
+                         [(tid, i, path, size) for tid, _r, files in stored for i, (path, size) in enumerate(files)])
+        conn.executemany("INSERT INTO hashes(hash, torrent) VALUES (?, ?)",
+                         [(k, tid) for tid, (_r, ks) in zip(ids, fresh) for k in ks])
+        d.index_torrents(conn, [(tid, _text(r, files)) for tid, r, files in stored])
+
+    def _files(self, r: dict) -> List[Any]:
+        return r["files"] if self.max_files is None else r["files"][:self.max_files]
+
     def _merge(self, rec: dict, crawl: bool, also: Optional[Callable[[Connection], None]]) -> bool:
         conn, d = self._conn, self._conn.dialect
         with conn.transaction():
@@ -171,10 +231,10 @@ class DatabaseSink:
              r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
              r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
              r.get("times_seen") or 1))
-        files = r["files"] if self.max_files is None else r["files"][:self.max_files]
+        files = self._files(r)
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                          [(tid, i, path, size) for i, (path, size) in enumerate(files)])
-        d.index_torrent(conn, tid, "\n".join([r["name"], *(path for path, _size in files)]))
+        d.index_torrent(conn, tid, _text(r, files))
         return tid
 
     def _update(self, rec: dict, key: int, crawl: bool) -> None:

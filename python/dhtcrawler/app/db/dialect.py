@@ -98,6 +98,13 @@ class Dialect:
     def lock_identity(self, conn: "Connection", identity: str) -> None:
         """Inside a transaction: serialises writers storing the same torrent."""
 
+    def lock_identities(self, conn: "Connection", identities: List[str]) -> None:
+        """lock_identity() for many torrents at once."""
+
+    def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
+        """Inside a write transaction: ``n`` new torrent ids."""
+        raise NotImplementedError
+
     @contextmanager
     def schema_lock(self, conn: "Connection") -> Iterator[None]:
         """Held while a component migrates (beside other processes migrating)."""
@@ -121,6 +128,10 @@ class Dialect:
 
     def index_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         """Adds a stored torrent's text (its name, then its stored paths, one per line)."""
+        self.index_torrents(conn, [(torrent_id, text)])
+
+    def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
+        """index_torrent() for many torrents at once."""
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         """Removes what index_torrent() added, before the torrent's rows go."""
@@ -264,8 +275,13 @@ class SqliteDialect(Dialect):
             return f"SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{_cap(window)}", [match], False
         return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], False  # only short words
 
-    def index_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
-        conn.execute("INSERT INTO search(rowid, text) VALUES (?, ?)", (torrent_id, text))
+    def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
+        # The write lock is held (BEGIN IMMEDIATE): nobody else takes ids meanwhile.
+        top = int(conn.value("SELECT coalesce(max(id), 0) FROM torrents"))
+        return list(range(top + 1, top + 1 + n))
+
+    def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
+        conn.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", texts)
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         # The index is contentless: an entry is deleted by giving the text it was written with.
@@ -338,6 +354,11 @@ class PostgresDialect(Dialect):
         # Two crawlers of a fleet storing one torrent at once still make one row.
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (identity,))
 
+    def lock_identities(self, conn: "Connection", identities: List[str]) -> None:
+        # In one order, so two batches sharing torrents cannot deadlock.
+        conn.execute("SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(i) AS h FROM unnest(?::text[]) i "
+                     "ORDER BY h) l", (sorted(set(identities)),))
+
     @contextmanager
     def schema_lock(self, conn: "Connection") -> Iterator[None]:
         # A session lock, held across the transactions and the steps outside them; the
@@ -385,8 +406,12 @@ class PostgresDialect(Dialect):
         return (f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}",
                 [like_pattern(w) for w in words], True)
 
-    def index_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
-        conn.execute("INSERT INTO search(id, text) VALUES (?, ?)", (torrent_id, text))
+    def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
+        conn.executemany("INSERT INTO search(id, text) VALUES (?, ?)", texts)
+
+    def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
+        return [int(r[0]) for r in conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('torrents', 'id')) FROM generate_series(1, ?)", (n,))]
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         conn.execute("DELETE FROM search WHERE id = ?", (torrent_id,))
