@@ -32,11 +32,13 @@ checked on the candidates of the other words, or, when every word is that short,
 torrent (a scan). Without trigram the index is ``unicode61`` (whole words; CJK text runs
 are one word).
 
-On PostgreSQL the words are matched with ILIKE (case folding by the database's ctype) on
-the ``search`` table, each torrent's name and stored paths one per line, helped by a
-pg_trgm index on that text when the extension could be installed: the candidates hold
-every word already. Both databases bound a query's work alike, by the candidate window
-(search_page()'s ``window``), and report ``total`` exactly up to it and as an estimate above.
+On PostgreSQL the words are matched with LIKE on the ``search`` table, each torrent's name
+and stored paths one per line, lower-cased by the database (case folding by its ctype),
+helped by a pg_trgm index on that text when the extension could be installed: the
+candidates hold every word already. When every word is shorter than 3 characters the
+candidates are the newest torrents, as on SQLite. Both databases bound a query's work alike,
+by the candidate window (search_page()'s ``window``), and report ``total`` exactly up to it
+and as an estimate above.
 
 Relevance (the ``score`` of a row; FTS5's bm25 needs positions, which the index does not
 keep): the number of query words found in the name, plus the share of the name they

@@ -44,7 +44,8 @@ class Index:
     def __init__(self, name: str, table: str, columns: str, *, unique: bool = False, using: str = "",
                  extension: str = "") -> None:
         self.name, self.table, self.columns, self.unique, self.using = name, table, columns, unique, using
-        #: A PostgreSQL extension the index needs (pg_trgm): without it the index is skipped.
+        #: A PostgreSQL extension the index needs (pg_trgm): without it the index is skipped;
+        #: ``{extension}`` in ``columns`` names its schema.
         self.extension = extension
 
     def __repr__(self) -> str:
@@ -383,14 +384,18 @@ class PostgresDialect(Dialect):
                        "WHERE c.relname = ? AND c.relnamespace = current_schema()::regnamespace", (index.name,))
         if row is not None and row[0]:
             return
-        if index.extension and not conn.value("SELECT count(*) FROM pg_extension WHERE extname = ?",
-                                              (index.extension,)):
-            return  # the extension could not be installed: search scans, still correct
+        columns = index.columns
+        if index.extension:  # its operator classes, named in the extension's schema
+            schema = conn.value("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                                "WHERE e.extname = ?", (index.extension,))
+            if schema is None:
+                return  # the extension could not be installed: search scans, still correct
+            columns = columns.replace("{extension}", '"' + schema.replace('"', '""') + '"')
         if row is not None:
             conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index.name}")
         unique = "UNIQUE " if index.unique else ""
         using = f" USING {index.using}" if index.using else ""
-        conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({index.columns})")
+        conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({columns})")
 
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
         return bool(conn.value("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
@@ -402,12 +407,15 @@ class PostgresDialect(Dialect):
         # a torrent whose text holds every word (a word has no line break) is a match.
         if not conn.value("SELECT to_regclass('search') IS NOT NULL"):  # schema 4, read-only
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], False
-        tests = " AND ".join("text ILIKE ?" for _ in words)
+        tests = " AND ".join("text LIKE lower(?)" for _ in words)
+        if all(len(w) < 3 for w in words):  # no trigram to look up: the newest `window` torrents
+            return (f"SELECT id FROM (SELECT id, text FROM search ORDER BY id DESC{_cap(window)}) s "
+                    f"WHERE {tests} ORDER BY id DESC", [like_pattern(w) for w in words], True)
         return (f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}",
                 [like_pattern(w) for w in words], True)
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
-        conn.executemany("INSERT INTO search(id, text) VALUES (?, ?)", texts)
+        conn.executemany("INSERT INTO search(id, text) VALUES (?, lower(?))", texts)
 
     def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
         return [int(r[0]) for r in conn.execute(

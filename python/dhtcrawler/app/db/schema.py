@@ -243,10 +243,11 @@ def _joined(sqlite: Steps, postgresql: Steps) -> List[Migration]:
 # Version 5: PostgreSQL's search text, as SQLite's index holds it (the name, then the stored
 # paths, one per line), so that one lookup finds the torrents holding every word of a query
 # in their name or paths, newest first (search.py's candidate window). Written by the sink
-# with the torrent.
+# with the torrent, lower-cased by the database: the query tests it with LIKE on a
+# lower-cased word (ILIKE folds every row's text again, measured ~3x slower).
 _PG_SEARCH_TEXT = (
     "CREATE TABLE search (id BIGINT PRIMARY KEY, text TEXT NOT NULL)",  # id = torrents.id
-    "INSERT INTO search(id, text) SELECT t.id, t.name || coalesce(chr(10) || p.paths, '') FROM torrents t "
+    "INSERT INTO search(id, text) SELECT t.id, lower(t.name || coalesce(chr(10) || p.paths, '')) FROM torrents t "
     "LEFT JOIN (SELECT torrent, string_agg(path, chr(10) ORDER BY idx) AS paths FROM files GROUP BY torrent) p "
     "ON p.torrent = t.id",
 )
@@ -259,9 +260,12 @@ _SORT_INDEXES = (
     Index("torrents_by_files", "torrents", "num_files, id"),
 )
 _PG_SEARCH_INDEXES = (
-    "DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm; EXCEPTION WHEN OTHERS THEN "
-    "RAISE NOTICE 'dhtcrawler: no pg_trgm (%), search scans', SQLERRM; END $$",
-    Index("search_trgm", "search", "text gin_trgm_ops", using="gin", extension="pg_trgm"),
+    # In public when it may (a schema's extension goes when the schema is dropped, and other
+    # schemas do not see its operator classes), else where the server puts it.
+    "DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public; EXCEPTION WHEN OTHERS THEN "
+    "BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm; EXCEPTION WHEN OTHERS THEN "
+    "RAISE NOTICE 'dhtcrawler: no pg_trgm (%), search scans', SQLERRM; END; END $$",
+    Index("search_trgm", "search", "text {extension}.gin_trgm_ops", using="gin", extension="pg_trgm"),
     *_SORT_INDEXES,
     "DROP INDEX CONCURRENTLY IF EXISTS torrents_name_trgm",
 )
