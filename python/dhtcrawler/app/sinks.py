@@ -176,22 +176,20 @@ class DatabaseSink:
             return
         conn, d = self._conn, self._conn.dialect
         ids = d.allocate_ids(conn, len(fresh))
-        conn.executemany(
-            "INSERT INTO torrents(id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, "
-            "piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen, seeders, leechers, "
-            "scraped_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(tid, key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")),
-              r.get("version"), r["name"], r["total_size"], r["num_files"], r.get("piece_length"),
-              _bool(r.get("private")), r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]),
-              r.get("peer"), r.get("times_seen") or 1,
-              *((r.get("seeders"), r.get("leechers"), d.time(r["scraped_at"])) if r.get("scraped_at") is not None
-                else (None, None, None)))
-             for tid, (r, _ks) in zip(ids, fresh)])
+        conn.copy("torrents", ("id", "info_hash", "info_hash_v1", "info_hash_v2", "version", "name", "total_size",
+                               "num_files", "piece_length", "private", "metadata_size", "first_seen", "last_seen",
+                               "peer", "times_seen", "seeders", "leechers", "scraped_at"),
+                  [(tid, key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")),
+                    r.get("version"), r["name"], r["total_size"], r["num_files"], r.get("piece_length"),
+                    _bool(r.get("private")), r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]),
+                    r.get("peer"), r.get("times_seen") or 1,
+                    *((r.get("seeders"), r.get("leechers"), d.time(r["scraped_at"]))
+                      if r.get("scraped_at") is not None else (None, None, None)))
+                   for tid, (r, _ks) in zip(ids, fresh)])
         stored = [(tid, r, self._files(r)) for tid, (r, _ks) in zip(ids, fresh)]
-        conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
-                         [(tid, i, path, size) for tid, _r, files in stored for i, (path, size) in enumerate(files)])
-        conn.executemany("INSERT INTO hashes(hash, torrent) VALUES (?, ?)",
-                         [(k, tid) for tid, (_r, ks) in zip(ids, fresh) for k in ks])
+        conn.copy("files", ("torrent", "idx", "path", "size"),
+                  [(tid, i, path, size) for tid, _r, files in stored for i, (path, size) in enumerate(files)])
+        conn.copy("hashes", ("hash", "torrent"), [(k, tid) for tid, (_r, ks) in zip(ids, fresh) for k in ks])
         d.index_torrents(conn, [(tid, _text(r, files)) for tid, r, files in stored])
 
     def _files(self, r: dict) -> List[Any]:

@@ -407,15 +407,16 @@ class PostgresDialect(Dialect):
         # a torrent whose text holds every word (a word has no line break) is a match.
         if not conn.value("SELECT to_regclass('search') IS NOT NULL"):  # schema 4, read-only
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], False
-        tests = " AND ".join("text LIKE lower(?)" for _ in words)
+        tests = " AND ".join("text LIKE ?" for _ in words)
         if all(len(w) < 3 for w in words):  # no trigram to look up: the newest `window` torrents
             return (f"SELECT id FROM (SELECT id, text FROM search ORDER BY id DESC{_cap(window)}) s "
-                    f"WHERE {tests} ORDER BY id DESC", [like_pattern(w) for w in words], True)
+                    f"WHERE {tests} ORDER BY id DESC", [like_pattern(w.lower()) for w in words], True)
         return (f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}",
-                [like_pattern(w) for w in words], True)
+                [like_pattern(w.lower()) for w in words], True)
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
-        conn.executemany("INSERT INTO search(id, text) VALUES (?, lower(?))", texts)
+        # Lower-cased here, as the query's words are (candidates()).
+        conn.copy("search", ("id", "text"), [(tid, text.lower()) for tid, text in texts])
 
     def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
         return [int(r[0]) for r in conn.execute(
