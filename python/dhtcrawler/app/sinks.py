@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import IO, Any, Callable, Iterator, List, Optional
@@ -19,12 +20,16 @@ from .._types import Torrent
 from .db import Connection, Database
 from .db.dialect import POSTGRESQL
 from .db.dialect import FTS_TOKENIZER
-from .db.errors import SchemaError
+from .db.errors import DatabaseError, SchemaError
 from .db.migrations import migrate
 from .db.schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION, prepare
 
 __all__ = ["DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
            "COMPONENT", "MIGRATIONS", "SCHEMA_VERSION", "FTS_TOKENIZER", "migrate_torrents"]
+
+
+# The longest pause between two attempts to reach a database that went away (seconds).
+RECONNECT_PAUSE_MAX = 5.0
 
 
 def migrate_torrents(conn: Connection) -> int:
@@ -82,8 +87,8 @@ class DatabaseSink:
     ``max_files``, when given, caps the file rows stored per torrent (the first N in the
     torrent's order); ``num_files`` and ``total_size`` still describe every file. The search
     index is written in the same transaction. A PostgreSQL connection lost mid-run is
-    re-established once per torrent before the torrent is given up (and so not
-    acknowledged)."""
+    re-established before the torrent is given up (and so not acknowledged), with a back-off
+    while the server stays away (_reconnect)."""
 
     def __init__(self, database: Database, *, max_files: Optional[int] = None) -> None:
         self.database = database
@@ -98,6 +103,10 @@ class DatabaseSink:
             raise
         self.stored = 0   # new torrents
         self.updated = 0  # torrents seen again
+        self.reconnects = 0           # connections made again after the server went away
+        self.reconnect_failures = 0   # attempts that failed (the server still away)
+        self._pause = 0.0             # the back-off between attempts
+        self._reconnect_at = 0.0      # time.monotonic() of the next attempt
 
     @property
     def connection(self) -> Connection:
@@ -134,13 +143,30 @@ class DatabaseSink:
             except Exception:
                 if self._conn.healthy() or self._conn.in_transaction:  # a batch fails whole
                     raise
-                self._conn.reset()  # the server restarted or the connection dropped: once more
+                self._reconnect()  # the server restarted or the connection dropped: once more
                 new = self._merge(rec, crawl, also)
             if new:
                 self.stored += 1
             else:
                 self.updated += 1
             return new
+
+    def _reconnect(self) -> None:
+        """Connects again, or raises (the torrent is then answered RETRY). While the server
+        stays away, attempts back off (0.1 s doubling to RECONNECT_PAUSE_MAX): the torrents
+        coming meanwhile fail at once instead of each waiting for a connection."""
+        now = time.monotonic()
+        if now < self._reconnect_at:
+            raise DatabaseError(f"{self.path}: unreachable; connecting again in {self._reconnect_at - now:.1f} s")
+        try:
+            self._conn.reset()
+        except Exception:
+            self._pause = min(max(self._pause * 2, 0.1), RECONNECT_PAUSE_MAX)
+            self._reconnect_at = time.monotonic() + self._pause
+            self.reconnect_failures += 1
+            raise
+        self._pause = 0.0
+        self.reconnects += 1
 
     def merge_many(self, recs: List[dict]) -> int:
         """Merges records as merge() does, all in one transaction, and returns how many were
