@@ -98,10 +98,11 @@ def _doc(d: Any, row: Any, files: List[Dict[str, Any]]) -> Dict[str, Any]:
     return doc
 
 
-def export(db: Union[str, Database], out: Optional[str], since: Any = None) -> int:
+def export(db: Union[str, Database], out: Optional[str], since: Any = None,
+           progress: Optional[Callable[[int], None]] = None) -> int:
     """Writes the dump of ``db`` (a SQLite file, a ``postgresql://`` URI, or a Database) to
     ``out`` (``None`` or ``-``: standard output; a name ending in ``.zst``: zstd-compressed)
-    and returns the number of torrents."""
+    and returns the number of torrents. ``progress(written)`` is called every EXPORT_PAGE."""
     import sys
 
     database = db if isinstance(db, Database) else Database(db)
@@ -122,6 +123,8 @@ def export(db: Union[str, Database], out: Optional[str], since: Any = None) -> i
         for doc in export_docs(conn, since):
             writer.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
             n += 1
+            if progress is not None and n % EXPORT_PAGE == 0:
+                progress(n)
         if zw is not None:
             zw.close()
         stream.flush()

@@ -223,3 +223,23 @@ def test_batched_import_merges_across_batches_and_keeps_lines_before_a_bad_one(t
 @contextlib.contextmanager
 def _file(path):
     yield str(path)
+
+
+def test_progress_shows_on_a_terminal_only(monkeypatch):
+    """Import, export and prune show their counts on a terminal: tqdm's bar when installed,
+    else a line the standard library rewrites; nothing when standard error is not a terminal."""
+    import io
+    import sys
+
+    from dhtcrawler.app.progress import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # not installed
+    for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with progress("importing", 10) as update:
+            update(5)
+        assert ("importing: 5 of 10 torrents" in stream.getvalue()) is shown
