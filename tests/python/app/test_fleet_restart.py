@@ -153,3 +153,20 @@ def test_fleet_stores_every_torrent_once_across_three_server_restarts(cluster: C
     # The server went away under them: some torrents were answered RETRY and stored later,
     # and the members connected again.
     assert all(c["retries"] >= 3 and c["reconnects"] >= 3 for c in counters), counters
+
+
+def test_serve_answers_after_the_server_restarted(cluster: Cluster) -> None:
+    """The web server keeps PostgreSQL connections between requests; one the restart
+    dropped is replaced, and the request still answers."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from dhtcrawler.app.sinks import DatabaseSink
+    from dhtcrawler.app.web.app import create_app
+
+    DatabaseSink(Database(cluster.uri)).close()  # the tables
+    client = TestClient(create_app(Database(cluster.uri)))
+    for _ in range(2):
+        assert client.get("/api/v1/search", params={"q": "fleet"}).json()["total"] == 0
+        cluster.ctl("restart", "-m", "fast")
+    assert client.get("/api/v1/stats").json()["torrents"] == 0
