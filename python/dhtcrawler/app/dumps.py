@@ -98,10 +98,11 @@ def _doc(d: Any, row: Any, files: List[Dict[str, Any]]) -> Dict[str, Any]:
     return doc
 
 
-def export(db: Union[str, Database], out: Optional[str], since: Any = None) -> int:
+def export(db: Union[str, Database], out: Optional[str], since: Any = None,
+           progress: Optional[Callable[[int], None]] = None) -> int:
     """Writes the dump of ``db`` (a SQLite file, a ``postgresql://`` URI, or a Database) to
     ``out`` (``None`` or ``-``: standard output; a name ending in ``.zst``: zstd-compressed)
-    and returns the number of torrents."""
+    and returns the number of torrents. ``progress(written)`` is called every EXPORT_PAGE."""
     import sys
 
     database = db if isinstance(db, Database) else Database(db)
@@ -122,6 +123,8 @@ def export(db: Union[str, Database], out: Optional[str], since: Any = None) -> i
         for doc in export_docs(conn, since):
             writer.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
             n += 1
+            if progress is not None and n % EXPORT_PAGE == 0:
+                progress(n)
         if zw is not None:
             zw.close()
         stream.flush()
@@ -230,12 +233,36 @@ def mark_delivered(conn: Connection, keys: Iterable[bytes], now: int) -> None:
         [(k, RETRY_DONE, now, now) for k in keys])
 
 
+# Torrents merged per transaction by import: one commit (and its fsync) per batch, not per torrent.
+IMPORT_BATCH = 1000
+
+
+def _chunks(records: Iterator[Dict[str, Any]], size: int) -> Iterator[List[Dict[str, Any]]]:
+    """Lists of up to ``size`` records. A reader's error comes after the records read before
+    it (they are stored: a bad line loses nothing else)."""
+    chunk: List[Dict[str, Any]] = []
+    try:
+        for rec in records:
+            chunk.append(rec)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+    except BaseException:
+        if chunk:
+            yield chunk
+        raise
+    if chunk:
+        yield chunk
+
+
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None) -> Dict[str, int]:
     """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
-    Database); returns counts ``{read, new, merged}``. Unless ``refetch``, the retry store's
+    Database); returns counts ``{read, new, merged}``. Records are merged IMPORT_BATCH to
+    a transaction (the merge rules are the sink's: DatabaseSink.merge_many), and the tables are
+    analyzed at the end for the query planner. Unless ``refetch``, the retry store's
     tables are created first, as a crawl would (dhtcrawler.migrate_store), and every key is
-    marked done there."""
+    marked done there. ``progress(read)`` is called after each batch."""
     import time
 
     from .. import migrate_store
@@ -250,13 +277,18 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     try:
         now = int(time.time())
         for path in paths:
-            for rec in read_any(path):
-                keys = keys_of(rec)
-                new = sink.merge(rec, also=None if refetch else (lambda c, k=keys: mark_delivered(c, k, now)))
-                counts["read"] += 1
-                counts["new" if new else "merged"] += 1
+            for chunk in _chunks(read_any(path), IMPORT_BATCH):
+                with sink.batch():
+                    new = sink.merge_many(chunk)
+                    counts["new"] += new
+                    counts["merged"] += len(chunk) - new
+                    if not refetch:
+                        mark_delivered(sink.connection, [k for rec in chunk for k in keys_of(rec)], now)
+                counts["read"] += len(chunk)
                 if progress is not None:
                     progress(counts["read"])
+        with sink.lock:
+            sink.connection.dialect.analyze(sink.connection)
     finally:
         sink.close()
     return counts

@@ -24,7 +24,7 @@ hash stays marked delivered in the retry store: a crawl does not fetch it again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, List, Optional
+from typing import Any, Callable, Iterable, List, Optional
 
 from .db import Connection, using
 from .search import rfc3339
@@ -138,9 +138,10 @@ def _scaled(victims: List[Victim], text_bytes: int, size: int) -> None:
         v.estimated_bytes = int(v.estimated_bytes * scale)
 
 
-def remove(db: Any, selected: Plan) -> int:
+def remove(db: Any, selected: Plan, progress: Optional[Callable[[int], None]] = None) -> int:
     """Deletes the torrents ``selected`` lists (those still there), each with its files, its
-    hashes and its search-index entry, in transactions of BATCH; returns how many."""
+    hashes and its search-index entry, in transactions of BATCH; returns how many.
+    ``progress(done)`` is called after each transaction."""
     removed = 0
     with using(db) as conn:
         d = conn.dialect
@@ -157,6 +158,8 @@ def remove(db: Any, selected: Plan) -> int:
                     conn.execute("DELETE FROM hashes WHERE torrent = ?", (v.key,))
                     conn.execute("DELETE FROM torrents WHERE id = ?", (v.key,))
                     removed += 1
+            if progress is not None:
+                progress(min(start + BATCH, len(selected.victims)))
     return removed
 
 

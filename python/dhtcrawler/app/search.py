@@ -32,9 +32,13 @@ checked on the candidates of the other words, or, when every word is that short,
 torrent (a scan). Without trigram the index is ``unicode61`` (whole words; CJK text runs
 are one word).
 
-On PostgreSQL the words are matched with ILIKE (case folding by the database's ctype), on
-the names and the file paths, helped by a pg_trgm index on lower(name) when the extension
-could be installed; there is no candidate window.
+On PostgreSQL the words are matched with LIKE on the ``search`` table, each torrent's name
+and stored paths one per line, lower-cased by the database (case folding by its ctype),
+helped by a pg_trgm index on that text when the extension could be installed: the
+candidates hold every word already. When every word is shorter than 3 characters the
+candidates are the newest torrents, as on SQLite. Both databases bound a query's work alike,
+by the candidate window (search_page()'s ``window``), and report ``total`` exactly up to it
+and as an estimate above.
 
 Relevance (the ``score`` of a row; FTS5's bm25 needs positions, which the index does not
 keep): the number of query words found in the name, plus the share of the name they
@@ -45,12 +49,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 from urllib.parse import quote
 
 from .db import Connection, using
 
-__all__ = ["search", "torrent", "stats", "largest_files", "magnet", "parse_time", "rfc3339", "query_words",
+__all__ = ["search", "search_page", "Page", "torrent", "stats", "largest_files", "magnet", "parse_time", "rfc3339", "query_words",
            "cli_query", "tokenizer", "QueryError", "SORTS", "VERSIONS", "MAX_LIMIT", "DEFAULT_WINDOW"]
 
 SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "name", "swarm")
@@ -172,13 +176,28 @@ def cli_query(args: List[str]) -> str:
     return " ".join(a if '"' in a or len(a.split()) < 2 else f'"{a}"' for a in args)
 
 
-def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: str = "relevance",
-           order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
-           min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
-           since: Union[None, int, str, datetime] = None,
-           window: Optional[int] = DEFAULT_WINDOW,
-           max_words: Optional[int] = None) -> Tuple[int, List[Dict[str, Any]]]:
-    """Torrents matching ``query`` and the filters: ``(total, rows)``, ``total`` counting
+class Page(NamedTuple):
+    """What search_page() answers: ``total`` (exact, or an estimate when
+    ``total_is_estimate``) and the page's ``rows``."""
+
+    total: int
+    rows: List[Dict[str, Any]]
+    total_is_estimate: bool
+
+
+def search(db: Any, query: str = "", **kwargs: Any) -> Tuple[int, List[Dict[str, Any]]]:
+    """``(total, rows)`` of search_page() (same arguments): see there."""
+    page = search_page(db, query, **kwargs)
+    return page.total, page.rows
+
+
+def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: str = "relevance",
+                order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
+                min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
+                since: Union[None, int, str, datetime] = None,
+                window: Optional[int] = DEFAULT_WINDOW,
+                max_words: Optional[int] = None) -> Page:
+    """Torrents matching ``query`` and the filters: a :class:`Page`, ``total`` counting
     every match, ``rows`` the page ``offset .. offset+limit`` (limit 0..1000).
 
     ``query``: words, see the module text; empty matches every torrent (then ``relevance``
@@ -192,12 +211,15 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
     torrents never measured come last, by relevance). ``order``: ``desc`` (default; relevance is always best first) or
     ``asc``. Ties go to the newer torrent.
 
-    ``window`` bounds the work of a query with words: only the newest ``window`` torrents
-    the index finds for it (before the words are checked and the filters applied) are
-    considered, so ``total`` counts matches among those and a common word's oldest
-    torrents are left out. ``None`` considers every candidate (slower: see
-    docs/performance.md). A query without words is never windowed. ``max_words``, when
-    given, keeps only the query's first that many (distinct) words.
+    ``window`` bounds the work of a query, on both databases alike: a query with words
+    considers only the newest ``window`` torrents the search index finds for it (before
+    the words are checked and the filters applied), so a common word's oldest torrents are
+    left out of the page. ``total`` is exact while the index finds fewer candidates than
+    ``window`` (and, for a query without words, while fewer than ``window`` torrents pass
+    the filters); above, it is an estimate (``total_is_estimate``): the matches among the
+    window scaled by the share of the database's ids the window spans. ``None`` considers
+    every candidate and counts exactly (slower: see docs/performance.md). ``max_words``,
+    when given, keeps only the query's first that many (distinct) words.
 
     ``name`` sorts by name, case-insensitively, A to Z unless ``order="desc"``."""
     if sort not in SORTS:
@@ -208,17 +230,26 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
         raise QueryError(f"unknown version {version!r} (v1, v2 or hybrid)")
     if not 0 <= int(limit) <= MAX_LIMIT or int(offset) < 0:
         raise QueryError(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
+    if window is not None and int(window) < 1:
+        raise QueryError("window must be 1 or more (or None)")
     since_s = parse_time(since)
     words = query_words(query, max_words)
     with using(db) as conn:
         d = conn.dialect
-        source, params = d.search_source(conn, words, window)
         where: List[str] = []
-        for w in words:  # each word, exactly: in the name or in a stored path
-            in_name, arg = d.contains("t.name", w)
-            in_path, _ = d.contains("f.path", w)
-            where.append(f"({in_name} OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id AND {in_path}))")
-            params += [arg, arg]
+        params: List[Any] = []
+        if words:
+            candidates, params, exact = d.candidates(conn, words, window)
+            # The window's size and its oldest id ride along with each candidate (for the estimate).
+            source = (f"(SELECT id, count(*) OVER () AS n, min(id) OVER () AS lo FROM ({candidates}) c) s "
+                      "JOIN torrents t ON t.id = s.id")
+            for w in ([] if exact else words):  # each word, exactly: in the name or in a stored path
+                in_name, arg = d.contains("t.name", w)
+                in_path, _ = d.contains("f.path", w)
+                where.append(f"({in_name} OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id AND {in_path}))")
+                params += [arg, arg]
+        else:
+            source = "torrents t"
         for cond, value in (("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
                             ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
                             ("t.version = ?", version), ("t.first_seen >= ?", d.time(since_s))):
@@ -247,18 +278,42 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
             by = "score DESC, t.first_seen DESC" if words else "t.first_seen DESC"
         if sort == "swarm" and _SWARM in columns:
             by = _SWARM_ORDER.format(desc=desc) + ", " + by
+        # A query with words counts beside the page (its work is the window's); one without
+        # counts apart, at most `window` rows (the page itself comes from the sort's index).
+        counted = ", count(*) OVER (), s.n, s.lo" if words else ""
         rows: List[Any] = []
-        if limit > 0:  # one pass: the page, and the count of every match beside it
-            rows = conn.execute(f"SELECT {columns}, {score} AS score, count(*) OVER () FROM {source}{clause} "
+        if limit > 0:
+            rows = conn.execute(f"SELECT {columns}, {score} AS score{counted} FROM {source}{clause} "
                                 f"ORDER BY {by}, t.id DESC LIMIT ? OFFSET ?",
                                 (*score_params, *params, int(limit), int(offset)))
-        if rows:
-            total = int(rows[0][-1])
-        elif limit > 0 and offset == 0:
-            total = 0  # the first page is empty: nothing matches
+        width = 4 if words else 1
+        if words and rows:
+            found, n, lo = (int(v) for v in rows[0][-3:])
+        elif words and limit > 0 and offset == 0:
+            found, n, lo = 0, 0, 0  # the first page is empty: nothing matches
+        elif words:
+            found, n, lo = (int(v or 0) for v in conn.one(
+                f"SELECT count(*), max(s.n), max(s.lo) FROM {source}{clause}", params))
         else:
-            total = int(conn.value(f"SELECT count(*) FROM {source}{clause}", params))
-        return total, [_row(d, r[:-2], None if r[-2] is None else round(float(r[-2]), 4)) for r in rows]
+            n, lo = (int(v or 0) for v in conn.one(
+                f"SELECT count(*), min(id) FROM (SELECT t.id FROM torrents t{clause} "
+                f"ORDER BY t.id DESC{'' if window is None else ' LIMIT ?'}) w",
+                (*params, *(() if window is None else (int(window),)))))
+            found = n
+        total, estimate = found, window is not None and n >= int(window)
+        if estimate:
+            total = _estimate(conn, found, lo)
+        return Page(total, [_row(d, r[:-width], None if r[-width] is None else round(float(r[-width]), 4))
+                            for r in rows], estimate)
+
+
+def _estimate(conn: Connection, found: int, lo: int) -> int:
+    """The matches of a full window scaled to the whole database: ``found`` among the ids
+    ``lo`` .. the newest, as dense over every id."""
+    first, last = conn.one("SELECT min(id), max(id) FROM torrents") or (None, None)
+    if first is None or last is None or last < lo:
+        return found
+    return max(found, round(found * (int(last) - int(first) + 1) / (int(last) - lo + 1)))
 
 
 def _key(info_hash: str) -> Optional[bytes]:

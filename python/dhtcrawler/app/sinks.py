@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import IO, Any, Callable, Iterator, List, Optional
@@ -19,12 +20,16 @@ from .._types import Torrent
 from .db import Connection, Database
 from .db.dialect import POSTGRESQL
 from .db.dialect import FTS_TOKENIZER
-from .db.errors import SchemaError
+from .db.errors import DatabaseError, SchemaError
 from .db.migrations import migrate
 from .db.schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION, prepare
 
 __all__ = ["DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
            "COMPONENT", "MIGRATIONS", "SCHEMA_VERSION", "FTS_TOKENIZER", "migrate_torrents"]
+
+
+# The longest pause between two attempts to reach a database that went away (seconds).
+RECONNECT_PAUSE_MAX = 5.0
 
 
 def migrate_torrents(conn: Connection) -> int:
@@ -55,6 +60,11 @@ def keys_of(rec: dict) -> List[bytes]:
     return list(dict.fromkeys(key_of(h) for h in hashes if h))
 
 
+def _text(rec: dict, files: List[Any]) -> str:
+    """What the search index holds for a torrent: its name, then its stored paths, one per line."""
+    return "\n".join([rec["name"], *(path for path, _size in files)])
+
+
 def record_of(torrent: Torrent) -> dict:
     """A torrent as the row-shaped record the sink and the importer store."""
     at = torrent.discovered_at
@@ -77,8 +87,8 @@ class DatabaseSink:
     ``max_files``, when given, caps the file rows stored per torrent (the first N in the
     torrent's order); ``num_files`` and ``total_size`` still describe every file. The search
     index is written in the same transaction. A PostgreSQL connection lost mid-run is
-    re-established once per torrent before the torrent is given up (and so not
-    acknowledged)."""
+    re-established before the torrent is given up (and so not acknowledged), with a back-off
+    while the server stays away (_reconnect)."""
 
     def __init__(self, database: Database, *, max_files: Optional[int] = None) -> None:
         self.database = database
@@ -93,6 +103,10 @@ class DatabaseSink:
             raise
         self.stored = 0   # new torrents
         self.updated = 0  # torrents seen again
+        self.reconnects = 0           # connections made again after the server went away
+        self.reconnect_failures = 0   # attempts that failed (the server still away)
+        self._pause = 0.0             # the back-off between attempts
+        self._reconnect_at = 0.0      # time.monotonic() of the next attempt
 
     @property
     def connection(self) -> Connection:
@@ -129,13 +143,83 @@ class DatabaseSink:
             except Exception:
                 if self._conn.healthy() or self._conn.in_transaction:  # a batch fails whole
                     raise
-                self._conn.reset()  # the server restarted or the connection dropped: once more
+                self._reconnect()  # the server restarted or the connection dropped: once more
                 new = self._merge(rec, crawl, also)
             if new:
                 self.stored += 1
             else:
                 self.updated += 1
             return new
+
+    def _reconnect(self) -> None:
+        """Connects again, or raises (the torrent is then answered RETRY). While the server
+        stays away, attempts back off (0.1 s doubling to RECONNECT_PAUSE_MAX): the torrents
+        coming meanwhile fail at once instead of each waiting for a connection."""
+        now = time.monotonic()
+        if now < self._reconnect_at:
+            raise DatabaseError(f"{self.path}: unreachable; connecting again in {self._reconnect_at - now:.1f} s")
+        try:
+            self._conn.reset()
+        except Exception:
+            self._pause = min(max(self._pause * 2, 0.1), RECONNECT_PAUSE_MAX)
+            self._reconnect_at = time.monotonic() + self._pause
+            self.reconnect_failures += 1
+            raise
+        self._pause = 0.0
+        self.reconnects += 1
+
+    def merge_many(self, recs: List[dict]) -> int:
+        """Merges records as merge() does, all in one transaction, and returns how many were
+        new. Records none of whose keys the database (or an earlier record of the list)
+        holds are inserted together, a statement per table for the lot; the others are
+        merged one by one after them, by merge()'s rules."""
+        conn, d = self._conn, self._conn.dialect
+        with conn.lock, conn.transaction():
+            d.lock_identities(conn, [rec.get("info_hash_v1") or rec.get("info_hash_v2") or rec["info_hash"]
+                                     for rec in recs])
+            keys = [keys_of(rec) for rec in recs]
+            every = [k for ks in keys for k in ks]
+            held = {bytes(row[0]) for i in range(0, len(every), 500) for row in conn.execute(
+                f"SELECT hash FROM hashes WHERE hash IN ({', '.join('?' * len(every[i:i + 500]))})",
+                every[i:i + 500])}
+            fresh, known = [], []
+            for rec, ks in zip(recs, keys):
+                if held.isdisjoint(ks):
+                    fresh.append((rec, ks))
+                    held.update(ks)
+                else:
+                    known.append(rec)
+            self._insert_many(fresh)
+            for rec in known:
+                self._merge(rec, False, None)
+        self.stored += len(fresh)
+        self.updated += len(known)
+        return len(fresh)
+
+    def _insert_many(self, fresh: List[Any]) -> None:
+        """_insert() for many records at once (ids allocated first; swarm estimates kept)."""
+        if not fresh:
+            return
+        conn, d = self._conn, self._conn.dialect
+        ids = d.allocate_ids(conn, len(fresh))
+        conn.copy("torrents", ("id", "info_hash", "info_hash_v1", "info_hash_v2", "version", "name", "total_size",
+                               "num_files", "piece_length", "private", "metadata_size", "first_seen", "last_seen",
+                               "peer", "times_seen", "seeders", "leechers", "scraped_at"),
+                  [(tid, key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")),
+                    r.get("version"), r["name"], r["total_size"], r["num_files"], r.get("piece_length"),
+                    _bool(r.get("private")), r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]),
+                    r.get("peer"), r.get("times_seen") or 1,
+                    *((r.get("seeders"), r.get("leechers"), d.time(r["scraped_at"]))
+                      if r.get("scraped_at") is not None else (None, None, None)))
+                   for tid, (r, _ks) in zip(ids, fresh)])
+        stored = [(tid, r, self._files(r)) for tid, (r, _ks) in zip(ids, fresh)]
+        conn.copy("files", ("torrent", "idx", "path", "size"),
+                  [(tid, i, path, size) for tid, _r, files in stored for i, (path, size) in enumerate(files)])
+        conn.copy("hashes", ("hash", "torrent"), [(k, tid) for tid, (_r, ks) in zip(ids, fresh) for k in ks])
+        d.index_torrents(conn, [(tid, _text(r, files)) for tid, r, files in stored])
+
+    def _files(self, r: dict) -> List[Any]:
+        return r["files"] if self.max_files is None else r["files"][:self.max_files]
 
     def _merge(self, rec: dict, crawl: bool, also: Optional[Callable[[Connection], None]]) -> bool:
         conn, d = self._conn, self._conn.dialect
@@ -171,10 +255,10 @@ class DatabaseSink:
              r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
              r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
              r.get("times_seen") or 1))
-        files = r["files"] if self.max_files is None else r["files"][:self.max_files]
+        files = self._files(r)
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                          [(tid, i, path, size) for i, (path, size) in enumerate(files)])
-        d.index_torrent(conn, tid, "\n".join([r["name"], *(path for path, _size in files)]))
+        d.index_torrent(conn, tid, _text(r, files))
         return tid
 
     def _update(self, rec: dict, key: int, crawl: bool) -> None:

@@ -4,6 +4,7 @@ with its unknown fields null, and imported hashes are marked delivered in the re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 
@@ -187,3 +188,58 @@ def test_bad_inputs_exit_2(tmp_path, crawled):
     assert run_cli("import", "--db", str(tmp_path / "x.sqlite"), str(tmp_path / "missing")).returncode == 2
     assert run_cli("import", "--db", str(tmp_path / "x.sqlite"), crawled).returncode == 2  # ours: export it
     assert run_cli("export", "--db", str(tmp_path / "missing.sqlite")).returncode == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_batched_import_merges_across_batches_and_keeps_lines_before_a_bad_one(tmp_path, crawled, monkeypatch,
+                                                                                backend):
+    """Import merges IMPORT_BATCH records per transaction: a torrent repeated in one batch or
+    across batches is one row, a second import changes nothing, and the lines before a bad
+    one are stored (the error comes after them)."""
+    from dhtcrawler.app import dumps
+
+    monkeypatch.setattr(dumps, "IMPORT_BATCH", 2)
+    dump = tmp_path / "dump.jsonl"
+    assert run_cli("export", "--db", crawled, "-o", str(dump)).returncode == 0
+    lines = dump.read_text().splitlines(keepends=True)
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("".join(lines + lines[:1] + lines))  # the first torrent in three batches
+    with pg_schema_uri("batches") if backend == "postgresql" else _file(tmp_path / "fresh.sqlite") as target:
+        seen = []
+        counts = dumps.import_files(target, [str(twice)], progress=seen.append)
+        assert counts == {"read": 2 * len(lines) + 1, "new": len(lines), "merged": len(lines) + 1}
+        assert seen == list(range(2, counts["read"], 2)) + [counts["read"]]
+        assert everything(target) == everything(crawled)
+        assert dumps.import_files(target, [str(dump)])["new"] == 0
+        assert everything(target) == everything(crawled)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:3]) + "{not json\n")
+    fresh = str(tmp_path / "partial.sqlite")
+    with pytest.raises(dumps.DumpError):
+        dumps.import_files(fresh, [str(bad)])
+    assert S.stats(fresh)["torrents"] == 3
+
+
+@contextlib.contextmanager
+def _file(path):
+    yield str(path)
+
+
+def test_progress_shows_on_a_terminal_only(monkeypatch):
+    """Import, export and prune show their counts on a terminal: tqdm's bar when installed,
+    else a line the standard library rewrites; nothing when standard error is not a terminal."""
+    import io
+    import sys
+
+    from dhtcrawler.app.progress import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # not installed
+    for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with progress("importing", 10) as update:
+            update(5)
+        assert ("importing: 5 of 10 torrents" in stream.getvalue()) is shown

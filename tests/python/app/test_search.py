@@ -109,8 +109,7 @@ def test_sorts_and_pages(db):
     # swarm sizes are not stored yet: sort=swarm is relevance
     assert names(S.search(db, "ubuntu", sort="swarm")) == names(S.search(db, "ubuntu"))
     # a window of 1 candidate: the newest torrent the index finds
-    assert S.search(db, "ubuntu", window=1) == (1, S.search(db, "ubuntu", since="2026-11-02")[1])
-    assert S.search(db, "ubuntu", window=None)[0] == 2
+    check_window(db)
     total, page = S.search(db, "", sort="first_seen", limit=2, offset=2)
     assert total == 5 and [r["name"] for r in page] == [CORPUS[2].name, CORPUS[1].name]
 
@@ -183,6 +182,8 @@ def test_search_command(db):
     out = run_cli("search", "ubuntu", "--db", db, "--limit", "1")
     assert out.returncode == 0 and "Ubuntu 24.04 Desktop amd64" in out.stdout and "field recordings" not in out.stdout
     assert "2 found" in out.stdout
+    out = run_cli("search", "ubuntu", "--db", db, "--window", "1")
+    assert out.returncode == 0 and "about " in out.stdout, out.stdout
     assert run_cli("search", "x", "--db", str(db) + ".missing").returncode == 2
     assert run_cli("search", "x", "--db", db, "--sort", "colour").returncode == 2
 
@@ -231,6 +232,22 @@ def test_name_sort_word_cap_files_and_magnets(db):
     check_name_sort_word_cap_files_and_magnets(db)
 
 
+def check_window(db):
+    """Both databases bound a query's work by the candidate window, and count exactly below it."""
+    page = S.search_page(db, "ubuntu", window=1)
+    assert page.rows == S.search(db, "ubuntu", since="2026-11-02")[1]
+    # the window was full: the total is an estimate, never below what the window held
+    assert page.total_is_estimate and page.total >= 1
+    assert S.search_page(db, "ubuntu", window=None) == (2, S.search(db, "ubuntu")[1], False)
+    assert S.search_page(db, "ubuntu", window=3) == (2, S.search(db, "ubuntu")[1], False)
+    assert S.search_page(db, "ubuntu", window=3, offset=5) == (2, [], False)
+    # without words, the count stops at the window too
+    assert S.search_page(db, "", window=2, limit=1).total_is_estimate
+    assert S.search_page(db, "", window=5, limit=1)[::2] == (5, True)
+    assert S.search_page(db, "", window=6, limit=1)[::2] == (5, False)
+    assert S.search_page(db, "", window=6, limit=0, min_size=1_000_000_000) == (2, [], False)
+
+
 # ---- PostgreSQL (DHTC_TEST_PG) ------------------------------------------------------------
 
 @pytest.fixture
@@ -267,7 +284,8 @@ def test_postgresql_search_filters_and_sorts(pg_db):
         assert t["name"] == hybrid.name and t["first_seen"] == "2026-11-15T00:00:00Z"
         assert t["files"] == [{"path": f.path, "size": f.size} for f in hybrid.files]
     st = S.stats(db)
-    assert st["torrents"] == 5 and st["versions"]["hybrid"] == 1
+    assert st["torrents"] == 5 and st["versions"]["hybrid"] == 1 and st["tokenizer"] == "pg_trgm"
+    check_window(db)
     check_name_sort_word_cap_files_and_magnets(db)
     check_phrases(db)
     out = run_cli("search", "東京", "--store", db.uri, "--json")

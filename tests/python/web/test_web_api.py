@@ -66,7 +66,7 @@ def server(db: Path) -> Iterator[Served]:
 def test_search_finds_names_and_file_paths(server: Served) -> None:
     doc = get_json(server.url + "api/v1/search?q=album")
     validate(doc, "search")
-    assert doc["total"] == 1 and doc["results"][0]["name"] == "Free Music Album"
+    assert doc["total"] == 1 and doc["total_is_estimate"] is False and doc["results"][0]["name"] == "Free Music Album"
     # A word found only in a file path.
     doc = get_json(server.url + "api/v1/search?q=wonderland")
     assert [r["name"] for r in doc["results"]] == ["Public Domain Books"]

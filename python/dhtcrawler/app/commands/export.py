@@ -19,11 +19,13 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..dumps import DumpError, export
+    from ..progress import progress
 
     db = database(args)
     connect_for_reading(db).close()
     try:
-        n = export(db, args.output, since=args.since)
+        with progress("exporting") as shown:
+            n = export(db, args.output, since=args.since, progress=shown)
     except DumpError as e:
         raise UsageError(str(e)) from None
     except OSError as e:

@@ -25,6 +25,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..db.errors import DatabaseError
     from ..dumps import DumpError, import_files
+    from ..progress import progress
 
     db = database(args)
     for path in args.files:
@@ -32,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{path}: no such file")
     started = time.monotonic()
     try:
-        counts = import_files(db, args.files, refetch=args.refetch)
+        with progress("importing") as shown:
+            counts = import_files(db, args.files, refetch=args.refetch, progress=shown)
     except DumpError as e:
         raise UsageError(str(e)) from None
     except StoreError as e:  # the retry store could not be created or migrated

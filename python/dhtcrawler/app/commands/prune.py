@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     """Lists (with --dry-run) or removes the torrents the rule selects: one line per torrent
     on stdout (info hash, last seen, times seen, name), a summary on stderr."""
     from .. import prune as P
+    from ..progress import progress
     from ..sinks import DatabaseSink
 
     db = database(args)
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"dhtcrawler prune: would remove {len(selected.victims)} of {selected.torrents} torrents "
                   f"(about {human_size(selected.freed)}){sizes}", file=sys.stderr)
             return EXIT_OK
-        removed = P.remove(sink, selected)
+        with progress("pruning", len(selected.victims)) as shown:
+            removed = P.remove(sink, selected, shown)
         compacted = P.compact(sink) if removed else None
         shrunk = {None: "", True: "; file compacted",
                   False: "; the file is busy: its free pages are reused, not returned"}[compacted]

@@ -28,6 +28,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-files", type=count, metavar="N")
     p.add_argument("--version", choices=("v1", "v2", "hybrid"), help="BitTorrent version of the torrent")
     p.add_argument("--since", metavar="TIME", help="first seen at or after (RFC 3339, a date, or Unix seconds)")
+    p.add_argument("--window", type=count, default=S.DEFAULT_WINDOW, metavar="N",
+                   help=f"candidates a query considers (default {S.DEFAULT_WINDOW}); the count is exact below, "
+                        "an estimate (\"about N\") above")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(run=run)
 
@@ -35,10 +38,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     conn = connect_for_reading(database(args))
     try:
-        total, rows = S.search(conn, S.cli_query(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
-                               order=args.order, min_size=args.min_size, max_size=args.max_size,
-                               min_files=args.min_files, max_files=args.max_files, version=args.version,
-                               since=args.since)
+        total, rows, estimate = S.search_page(conn, S.cli_query(args.query), limit=args.limit, offset=args.offset, sort=args.sort,
+                                              order=args.order, min_size=args.min_size, max_size=args.max_size,
+                                              min_files=args.min_files, max_files=args.max_files,
+                                              version=args.version, since=args.since,
+                                              window=args.window or None)
     except S.QueryError as e:
         raise UsageError(str(e)) from None
     except DatabaseError as e:
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
         return EXIT_OK
-    print(f"{total} found" + (f", showing {args.offset + 1}-{args.offset + len(rows)}" if rows else ""))
+    print(f"{'about ' if estimate else ''}{total} found" + (f", showing {args.offset + 1}-{args.offset + len(rows)}" if rows else ""))
     if rows:
         print(f"{'size':>10}  {'files':>6}  {'first seen':<10}  {'version':<7}  {'swarm':>11}  {'info hash':<40}  name")
         for r in rows:

@@ -81,6 +81,15 @@ class Connection:
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._driver.executemany(sql, rows)
 
+    def copy(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Inserts many rows into ``table``: COPY on PostgreSQL, executemany on SQLite."""
+        copy = getattr(self._driver, "copy", None)
+        if copy is not None:
+            copy(table, columns, rows)
+        else:
+            self.executemany(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                             rows)
+
     def insert(self, sql: str, params: Sequence[Any]) -> int:
         """Runs an INSERT into a table keyed by ``id`` and returns the new row's id."""
         return int(self._driver.insert(sql, params))

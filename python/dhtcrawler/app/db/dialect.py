@@ -9,14 +9,16 @@ with ``?`` placeholders, and asks the dialect only for what really differs:
   bind, :meth:`Dialect.seconds` to read back);
 - a few expressions (``least``/``greatest``, a case-insensitive substring test, the name
   order, a text's size in bytes);
-- the search index (SQLite's FTS5 table written beside each torrent; PostgreSQL scans, with
-  a pg_trgm index on names where the extension could be installed), the database's size,
+- the search index (SQLite's FTS5 table written beside each torrent; PostgreSQL's ``search``
+  table of each torrent's text, with a pg_trgm index where the extension could be
+  installed), the database's size,
   compacting, and locks (a torrent's identity; the schema).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,8 +41,12 @@ class Index:
     CONCURRENTLY``, which must run outside a transaction: see migrations.Migration), on
     SQLite as a plain ``CREATE INDEX``. Safe to run again, also after an interrupted build."""
 
-    def __init__(self, name: str, table: str, columns: str, *, unique: bool = False, using: str = "") -> None:
+    def __init__(self, name: str, table: str, columns: str, *, unique: bool = False, using: str = "",
+                 extension: str = "") -> None:
         self.name, self.table, self.columns, self.unique, self.using = name, table, columns, unique, using
+        #: A PostgreSQL extension the index needs (pg_trgm): without it the index is skipped;
+        #: ``{extension}`` in ``columns`` names its schema.
+        self.extension = extension
 
     def __repr__(self) -> str:
         return f"Index({self.name!r} ON {self.table} ({self.columns}))"
@@ -93,6 +99,13 @@ class Dialect:
     def lock_identity(self, conn: "Connection", identity: str) -> None:
         """Inside a transaction: serialises writers storing the same torrent."""
 
+    def lock_identities(self, conn: "Connection", identities: List[str]) -> None:
+        """lock_identity() for many torrents at once."""
+
+    def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
+        """Inside a write transaction: ``n`` new torrent ids."""
+        raise NotImplementedError
+
     @contextmanager
     def schema_lock(self, conn: "Connection") -> Iterator[None]:
         """Held while a component migrates (beside other processes migrating)."""
@@ -107,13 +120,19 @@ class Dialect:
 
     # ---- the search index, size, compaction -----------------------------------------------------
 
-    def search_source(self, conn: "Connection", words: List[str],
-                      window: Optional[int]) -> Tuple[str, List[Any]]:
-        """FROM clause (torrents as ``t``) over the candidates of a query's words."""
+    def candidates(self, conn: "Connection", words: List[str],
+                   window: Optional[int]) -> Tuple[str, List[Any], bool]:
+        """For a query with words: (SQL selecting the ``id`` of the newest ``window``
+        torrents the search index finds for them, newest first; its arguments; True when
+        every candidate holds every word, so nothing is left to check)."""
         raise NotImplementedError
 
     def index_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         """Adds a stored torrent's text (its name, then its stored paths, one per line)."""
+        self.index_torrents(conn, [(torrent_id, text)])
+
+    def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
+        """index_torrent() for many torrents at once."""
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         """Removes what index_torrent() added, before the torrent's rows go."""
@@ -130,6 +149,18 @@ class Dialect:
         """Gives freed space back after a prune: True when done, False when the database
         was busy, None when this database reuses the space instead."""
         return None
+
+    def analyze(self, conn: "Connection") -> None:
+        """Refreshes the planner's statistics of the torrent tables (after a bulk load)."""
+        for table in self.analyzed:
+            conn.execute(f"ANALYZE {table}")
+
+    #: The tables analyze() refreshes.
+    analyzed: Tuple[str, ...] = ("torrents", "files", "hashes")
+
+
+def _cap(window: Optional[int]) -> str:
+    return "" if window is None else f" LIMIT {int(window)}"
 
 
 # ---- SQLite -------------------------------------------------------------------------------
@@ -180,7 +211,7 @@ def fts_match(words: List[str], trigram: bool) -> Optional[str]:
 
 
 # The tables whose pages are the torrents' (prune --max-size).
-_TORRENT_TABLES = "name IN ('torrents', 'files', 'hashes', 'torrents_by_last_seen') OR name LIKE 'search%'"
+_TORRENT_TABLES = "name IN ('torrents', 'files', 'hashes') OR name LIKE 'torrents_by_%' OR name LIKE 'search%'"
 
 
 class SqliteDialect(Dialect):
@@ -238,19 +269,20 @@ class SqliteDialect(Dialect):
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
         return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
 
-    def search_source(self, conn: "Connection", words: List[str],
-                      window: Optional[int]) -> Tuple[str, List[Any]]:
-        cap = "" if window is None else f" LIMIT {int(window)}"
+    def candidates(self, conn: "Connection", words: List[str],
+                   window: Optional[int]) -> Tuple[str, List[Any], bool]:
         match = fts_match(words, self.tokenizer(conn) == "trigram")
-        if match is not None:  # the newest `window` candidates of the index
-            return (f"(SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{cap}) s "
-                    "JOIN torrents t ON t.id = s.id", [match])
-        if words:  # only short words: the newest `window` torrents
-            return f"(SELECT id FROM torrents ORDER BY id DESC{cap}) s JOIN torrents t ON t.id = s.id", []
-        return "torrents t", []
+        if match is not None:  # trigram: a superset (no positions); unicode61: whole words
+            return f"SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{_cap(window)}", [match], False
+        return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], False  # only short words
 
-    def index_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
-        conn.execute("INSERT INTO search(rowid, text) VALUES (?, ?)", (torrent_id, text))
+    def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
+        # The write lock is held (BEGIN IMMEDIATE): nobody else takes ids meanwhile.
+        top = int(conn.value("SELECT coalesce(max(id), 0) FROM torrents"))
+        return list(range(top + 1, top + 1 + n))
+
+    def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
+        conn.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", texts)
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         # The index is contentless: an entry is deleted by giving the text it was written with.
@@ -290,11 +322,12 @@ class SqliteDialect(Dialect):
 # ---- PostgreSQL ---------------------------------------------------------------------------
 
 class PostgresDialect(Dialect):
-    """A fleet's shared server (psycopg 3), times as timestamptz, search by ILIKE (helped by
-    a pg_trgm index on lower(name) when the extension could be installed)."""
+    """A fleet's shared server (psycopg 3), times as timestamptz, search by ILIKE on the
+    ``search`` table (helped by its pg_trgm index when the extension could be installed)."""
 
     name = "postgresql"
     runs_outside_transactions = True
+    analyzed = ("torrents", "files", "hashes", "search")
 
     def connect(self, conninfo: str, *, read_only: bool = False, busy_timeout_ms: int = 5000) -> Any:
         from .postgres import connect
@@ -322,11 +355,22 @@ class PostgresDialect(Dialect):
         # Two crawlers of a fleet storing one torrent at once still make one row.
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (identity,))
 
+    def lock_identities(self, conn: "Connection", identities: List[str]) -> None:
+        # In one order, so two batches sharing torrents cannot deadlock.
+        conn.execute("SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(i) AS h FROM unnest(?::text[]) i "
+                     "ORDER BY h) l", (sorted(set(identities)),))
+
     @contextmanager
     def schema_lock(self, conn: "Connection") -> Iterator[None]:
         # A session lock, held across the transactions and the steps outside them; the
-        # retry store's runner takes the same key inside its transaction.
-        conn.execute("SELECT pg_advisory_lock(?)", (PG_SCHEMA_LOCK,))
+        # retry store's runner takes the same key inside its transaction. Waited for by
+        # polling, outside any statement: CREATE INDEX CONCURRENTLY (a step the holder may be
+        # running) waits for every open transaction, and a waiter inside pg_advisory_lock()
+        # is one, so a blocking wait would deadlock with the holder's online build.
+        pause = 0.01
+        while not conn.value("SELECT pg_try_advisory_lock(?)", (PG_SCHEMA_LOCK,)):
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
         try:
             yield
         finally:
@@ -340,22 +384,49 @@ class PostgresDialect(Dialect):
                        "WHERE c.relname = ? AND c.relnamespace = current_schema()::regnamespace", (index.name,))
         if row is not None and row[0]:
             return
+        columns = index.columns
+        if index.extension:  # its operator classes, named in the extension's schema
+            schema = conn.value("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                                "WHERE e.extname = ?", (index.extension,))
+            if schema is None:
+                return  # the extension could not be installed: search scans, still correct
+            columns = columns.replace("{extension}", '"' + schema.replace('"', '""') + '"')
         if row is not None:
             conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index.name}")
         unique = "UNIQUE " if index.unique else ""
         using = f" USING {index.using}" if index.using else ""
-        conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({index.columns})")
+        conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({columns})")
 
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
         return bool(conn.value("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
                                "current_schema() AND table_name = ? AND column_name = ?", (table, column)))
 
-    def search_source(self, conn: "Connection", words: List[str],
-                      window: Optional[int]) -> Tuple[str, List[Any]]:
-        return "torrents t", []  # every torrent; the words are checked on each (no window)
+    def candidates(self, conn: "Connection", words: List[str],
+                   window: Optional[int]) -> Tuple[str, List[Any], bool]:
+        # The search table (schema 5) holds each torrent's name and paths, one per line:
+        # a torrent whose text holds every word (a word has no line break) is a match.
+        if not conn.value("SELECT to_regclass('search') IS NOT NULL"):  # schema 4, read-only
+            return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], False
+        tests = " AND ".join("text LIKE ?" for _ in words)
+        if all(len(w) < 3 for w in words):  # no trigram to look up: the newest `window` torrents
+            return (f"SELECT id FROM (SELECT id, text FROM search ORDER BY id DESC{_cap(window)}) s "
+                    f"WHERE {tests} ORDER BY id DESC", [like_pattern(w.lower()) for w in words], True)
+        return (f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}",
+                [like_pattern(w.lower()) for w in words], True)
+
+    def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
+        # Lower-cased here, as the query's words are (candidates()).
+        conn.copy("search", ("id", "text"), [(tid, text.lower()) for tid, text in texts])
+
+    def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
+        return [int(r[0]) for r in conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('torrents', 'id')) FROM generate_series(1, ?)", (n,))]
+
+    def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
+        conn.execute("DELETE FROM search WHERE id = ?", (torrent_id,))
 
     def tokenizer(self, conn: "Connection") -> str:
-        trgm = conn.value("SELECT count(*) FROM pg_indexes WHERE indexname = 'torrents_name_trgm' "
+        trgm = conn.value("SELECT count(*) FROM pg_indexes WHERE indexname = 'search_trgm' "
                           "AND schemaname = current_schema()")
         return "pg_trgm" if trgm else "scan"
 
@@ -363,7 +434,8 @@ class PostgresDialect(Dialect):
         """The torrent tables with their indexes and TOAST: the space is reused by later
         writes (a VACUUM FULL the operator runs returns it)."""
         used = int(conn.value("SELECT pg_total_relation_size('torrents') + pg_total_relation_size('files') "
-                              "+ pg_total_relation_size('hashes')"))
+                              "+ pg_total_relation_size('hashes') "
+                              "+ coalesce(pg_total_relation_size(to_regclass('search')), 0)"))
         return used, used
 
 

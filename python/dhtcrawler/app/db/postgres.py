@@ -9,6 +9,7 @@ server's or libpq's message on one line.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from .errors import DatabaseError
@@ -58,6 +59,21 @@ def to_format(sql: str) -> str:
     return _LITERAL_OR_MARK.sub(lambda m: "%s" if m.group(0) == "?" else m.group(0), sql)
 
 
+def _copy_field(value: Any) -> str:
+    """A value in COPY's text format."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, str):
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\\\x" + bytes(value).hex()  # bytea's hex form, its backslash escaped
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
 class PgDriver:
     """One connection in autocommit mode (transactions are explicit ``BEGIN``/``COMMIT``
     statements), used from one thread at a time (the caller locks)."""
@@ -102,6 +118,19 @@ class PgDriver:
         cur = self._cursor()
         try:
             cur.executemany(to_format(sql), [tuple(r) for r in rows])
+        except self._psycopg.Error as e:
+            raise PgError(_one_line(e) or type(e).__name__) from None
+        finally:
+            cur.close()
+
+    def copy(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Loads rows with COPY (one round trip for the lot: executemany's pipeline still
+        costs ~100 us a row in the driver)."""
+        cur = self._cursor()
+        try:
+            with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
+                # COPY's text format written here: psycopg's write_row() costs ~30 us a row.
+                cp.write("".join("\t".join(map(_copy_field, row)) + "\n" for row in rows).encode("utf-8"))
         except self._psycopg.Error as e:
             raise PgError(_one_line(e) or type(e).__name__) from None
         finally:

@@ -5,7 +5,8 @@ Both databases end in one shape: ``torrents`` (an integer ``id``; 20-byte binary
 times as Unix seconds on SQLite, timestamptz on PostgreSQL), ``files`` and ``hashes`` keyed
 by that id (``hashes`` holds every 20-byte DHT key of a torrent: its v1 hash, its v2 hash
 truncated, the key it came under). SQLite adds its FTS5 search index ``search``;
-PostgreSQL a pg_trgm index on lower(name) where the extension could be installed.
+PostgreSQL a ``search`` table of each torrent's text with a pg_trgm index where the
+extension could be installed (version 5 and 6).
 
 Never edit a released entry; append a new one, with its steps on both databases.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .dialect import FTS_OPTIONS, Dialect
+from .dialect import FTS_OPTIONS, Dialect, Index
 from .migrations import Migration
 
 COMPONENT = "torrents"
@@ -239,10 +240,46 @@ def _joined(sqlite: Steps, postgresql: Steps) -> List[Migration]:
     return out
 
 
+# Version 5: PostgreSQL's search text, as SQLite's index holds it (the name, then the stored
+# paths, one per line), so that one lookup finds the torrents holding every word of a query
+# in their name or paths, newest first (search.py's candidate window). Written by the sink
+# with the torrent, lower-cased (by Python's str.lower(), as the query's words are; here, for
+# the rows held before, by the database's lower(), alike but for a few letters): the query
+# tests it with LIKE on a lower-cased word (ILIKE folds every row's text again).
+_PG_SEARCH_TEXT = (
+    "CREATE TABLE search (id BIGINT PRIMARY KEY, text TEXT NOT NULL)",  # id = torrents.id
+    "INSERT INTO search(id, text) SELECT t.id, lower(t.name || coalesce(chr(10) || p.paths, '')) FROM torrents t "
+    "LEFT JOIN (SELECT torrent, string_agg(path, chr(10) ORDER BY idx) AS paths FROM files GROUP BY torrent) p "
+    "ON p.torrent = t.id",
+)
+
+# Version 6: the indexes search, its filters and its sorts use, built online on PostgreSQL
+# (a fleet keeps writing meanwhile). The trigram index is on the very expression the query
+# tests (``text ILIKE ...``); the old one on lower(name) never served ``name ILIKE``.
+_SORT_INDEXES = (
+    Index("torrents_by_size", "torrents", "total_size, id"),
+    Index("torrents_by_files", "torrents", "num_files, id"),
+)
+_PG_SEARCH_INDEXES = (
+    # In public when it may (a schema's extension goes when the schema is dropped, and other
+    # schemas do not see its operator classes), else where the server puts it.
+    "DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public; EXCEPTION WHEN OTHERS THEN "
+    "BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm; EXCEPTION WHEN OTHERS THEN "
+    "RAISE NOTICE 'dhtcrawler: no pg_trgm (%), search scans', SQLERRM; END; END $$",
+    Index("search_trgm", "search", "text {extension}.gin_trgm_ops", using="gin", extension="pg_trgm"),
+    *_SORT_INDEXES,
+    "DROP INDEX CONCURRENTLY IF EXISTS torrents_name_trgm",
+)
+
 MIGRATIONS: Sequence[Migration] = (
     *_joined(_SQLITE, _POSTGRESQL),
     Migration("PostgreSQL in SQLite's shape: an integer id, binary hashes, unknown fields NULL",
               sqlite=(), postgresql=_PG_SQLITE_SHAPE),
+    Migration("PostgreSQL's search text: each torrent's name and paths, one row", sqlite=(),
+              postgresql=_PG_SEARCH_TEXT),
+    Migration("indexes for search, its filters and sorts (PostgreSQL: built online)",
+              sqlite=(Index("torrents_by_first_seen", "torrents", "first_seen"), *_SORT_INDEXES),
+              postgresql=_PG_SEARCH_INDEXES, transactional=False),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -3,6 +3,7 @@ beside a crawl, /metrics. See docs/api.md."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
@@ -19,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
 DEFAULT_LIMIT = 20
 MAX_OFFSET = 1_000_000
+IDLE_CONNECTIONS = 4  # PostgreSQL connections kept between requests
 
 
 class BadParameter(ValueError):
@@ -85,17 +87,42 @@ class AuthMiddleware:
 def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Callable[[], str]] = None,
                queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "") -> Any:
     """The ASGI application over ``db`` (a dhtcrawler.app.db.Database: a crawl's SQLite file
-    or a fleet's PostgreSQL, read-only, one connection per request: cheap, and safe beside a
-    crawl writing the same database); ``api_key``, when
+    or a fleet's PostgreSQL, read-only; SQLite one connection per request: cheap, and safe beside a
+    crawl writing the same database; PostgreSQL's kept between requests); ``api_key``, when
     given, is required on every request; ``metrics`` renders /metrics (beside a crawl);
     ``queries`` provides search(), torrent() and stats() (dhtcrawler.web.queries' signatures)."""
 
+    idle: List[Any] = []  # PostgreSQL connections kept for the next requests
+    idle_lock = threading.Lock()
+
     def with_conn(fn: Callable[[Any], Any]) -> Any:
-        conn = db.connect(read_only=True)
+        # A SQLite file is opened per request (cheap). A PostgreSQL connection costs a TCP
+        # and authentication round trip that dominated a search (measured: ~20 ms of a 23 ms
+        # phrase query), so up to IDLE_CONNECTIONS are kept and reused while healthy.
+        conn = None
+        if not db.is_file:
+            with idle_lock:
+                conn = idle.pop() if idle else None
+        reused, conn = conn is not None, conn or db.connect(read_only=True)
         try:
-            return fn(conn)
+            try:
+                return fn(conn)
+            except Exception:
+                if not reused or conn.healthy():
+                    raise
+                conn.close()  # a kept connection the server dropped meanwhile: once more, anew
+                conn = db.connect(read_only=True)
+                return fn(conn)
         finally:
-            conn.close()
+            if db.is_file or not conn.healthy() or conn.in_transaction:
+                conn.close()
+            else:
+                with idle_lock:
+                    keep = len(idle) < IDLE_CONNECTIONS
+                    if keep:
+                        idle.append(conn)
+                if not keep:
+                    conn.close()
 
     def api_search(request: Request) -> Response:
         try:
@@ -107,9 +134,9 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
                 raise BadParameter("sort", f"sort must be one of {', '.join(queries.SORTS)}, got {sort!r}")
         except BadParameter as e:
             return _bad(e)
-        total, rows = with_conn(lambda c: queries.search(c, q, limit, offset, sort))
-        return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": total,
-                             "results": rows})
+        page = with_conn(lambda c: queries.search_page(c, q, limit, offset, sort))
+        return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": page.total,
+                             "total_is_estimate": page.total_is_estimate, "results": page.rows})
 
     def api_torrent(request: Request) -> Response:
         info_hash = request.path_params["info_hash"].lower()
@@ -146,7 +173,7 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         sort = default_queries.DEFAULT_SORT if q else "first_seen"
 
         def run(conn: Any) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
-            total, rows = queries.search(conn, q, limit, offset, sort)
+            total, rows = queries.search(conn, q, limit, offset, sort)  # an estimate above the window
             items = []
             for row in rows:
                 cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))

@@ -3,6 +3,7 @@ full-text search of ``dhtcrawler search``), with the JSON API's bounds and field
 (docs/api.md):
 
     search(conn, q, limit, offset, sort) -> (total, rows)
+    search_page(conn, q, limit, offset, sort) -> Page(total, rows, total_is_estimate)
     torrent(conn, info_hash) -> dict or None
     stats(conn) -> dict
 
@@ -38,9 +39,16 @@ def search(conn: Any, q: str, limit: int, offset: int,
     """Torrents matching the first MAX_QUERY_WORDS words of ``q`` (every torrent for an
     empty ``q``): (number of matches, one page). ``name`` sorts A to Z, the others best,
     largest or newest first."""
+    page = search_page(conn, q, limit, offset, sort)
+    return page.total, page.rows
+
+
+def search_page(conn: Any, q: str, limit: int, offset: int, sort: str = DEFAULT_SORT) -> "_search.Page":
+    """search()'s answer with ``total_is_estimate``: ``total`` is exact up to the search's
+    candidate window, an estimate above it (dhtcrawler.app.search.search_page)."""
     if sort not in SORTS:
         raise ValueError(f"unknown sort {sort!r}")
-    return _search.search(conn, q, limit=limit, offset=offset, sort=sort, max_words=MAX_QUERY_WORDS)
+    return _search.search_page(conn, q, limit=limit, offset=offset, sort=sort, max_words=MAX_QUERY_WORDS)
 
 
 def largest_files(conn: Any, info_hash: str, limit: int) -> List[Tuple[str, int]]:
