@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import IO, Any, Callable, Iterator, List, Optional
 
 from .._types import Torrent
+from .classify import COLUMNS as PARSED_COLUMNS, classify, valid_parsed
 from .db import Connection, Database
 from .db.dialect import POSTGRESQL
 from .db.dialect import FTS_TOKENIZER
@@ -161,16 +162,30 @@ class DatabaseSink:
                 also(conn)
         return found is None
 
+    def parsed_of(self, r: dict) -> Optional[dict]:
+        """The parsed columns to store with a new torrent: a dump's own, when they pass the
+        checks; None when the record asks to leave them to the backfill (``defer_parse``);
+        else parsed now (a crawl's torrent: its name, files and size)."""
+        if r.get("parsed") is not None:
+            kept = valid_parsed(r)
+            if kept is not None:
+                return kept
+        if r.get("defer_parse"):
+            return None
+        return classify(r["name"], r["files"], r["total_size"])
+
     def _insert(self, r: dict) -> int:
         conn, d = self._conn, self._conn.dialect
+        parsed = self.parsed_of(r) or {}
         tid = conn.insert(
             "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
-            "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen, "
+            f"{', '.join(PARSED_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+            + ", ?" * len(PARSED_COLUMNS) + ")",
             (key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")), r.get("version"),
              r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
              r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
-             r.get("times_seen") or 1))
+             r.get("times_seen") or 1, *(parsed.get(c) for c in PARSED_COLUMNS)))
         files = r["files"] if self.max_files is None else r["files"][:self.max_files]
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                          [(tid, i, path, size) for i, (path, size) in enumerate(files)])

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{type(e).__name__}: {e}") from None
     secs = time.monotonic() - started
     print(f"dhtcrawler: imported {counts['read']} torrents into {db.describe()} ({counts['new']} new, "
-          f"{counts['merged']} merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"),
+          f"{counts['merged']} merged, {counts['parsed']} names parsed) in {secs:.1f} s"
+          + ("" if args.refetch else "; marked delivered"),
           file=sys.stderr)
     return EXIT_OK

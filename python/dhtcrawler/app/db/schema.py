@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .dialect import FTS_OPTIONS, Dialect
+from .dialect import FTS_OPTIONS, Dialect, Index
 from .migrations import Migration
 
 COMPONENT = "torrents"
@@ -239,10 +239,37 @@ def _joined(sqlite: Steps, postgresql: Steps) -> List[Migration]:
     return out
 
 
+# ---- the indexer (issue 34): release names parsed at ingest --------------------------------
+# One entry, PARSED_NAMES, appended last: after the scale issue's (33) versions when both
+# land (its number is its place in MIGRATIONS; nothing else names it).
+# What app/classify.py decides from a torrent's name, files and size (NULL everywhere until
+# parsed: `parsed` is the classifier's version, NULL = not yet, to the backfill).
+_PARSED_COLUMNS = (("content_type", "TEXT", "TEXT"), ("category", "INTEGER", "INTEGER"), ("title", "TEXT", "TEXT"),
+                   ("year", "INTEGER", "INTEGER"), ("season", "INTEGER", "INTEGER"),
+                   ("season_end", "INTEGER", "INTEGER"), ("episode", "INTEGER", "INTEGER"),
+                   ("episode_end", "INTEGER", "INTEGER"), ("resolution", "TEXT", "TEXT"), ("source", "TEXT", "TEXT"),
+                   ("video_codec", "TEXT", "TEXT"), ("release_group", "TEXT", "TEXT"),
+                   ("languages", "TEXT", "TEXT"), ("tags", "TEXT", "TEXT"), ("parsed", "INTEGER", "INTEGER"))
+# The Torznab feeds: the newest of a content type (cat=5000) or a subcategory (cat=5040).
+_PARSED_INDEXES = (Index("torrents_by_type", "torrents", "content_type, first_seen"),
+                   Index("torrents_by_category", "torrents", "category, first_seen"))
+PARSED_NAMES = Migration(
+    "release names parsed at ingest: content type, Torznab category, title, year, seasons, episodes, "
+    "resolution, source, video codec, release group, languages, tags; indexes for the feeds by type",
+    sqlite=(*(f"ALTER TABLE torrents ADD COLUMN {name} {lite}" for name, lite, _pg in _PARSED_COLUMNS),
+            *_PARSED_INDEXES),
+    # Outside a transaction on PostgreSQL (the indexes are built online): each step is safe
+    # to run again.
+    postgresql=("ALTER TABLE torrents " + ", ".join(f"ADD COLUMN IF NOT EXISTS {name} {pg}"
+                                                    for name, _lite, pg in _PARSED_COLUMNS),
+                *_PARSED_INDEXES),
+    transactional=False)
+
 MIGRATIONS: Sequence[Migration] = (
     *_joined(_SQLITE, _POSTGRESQL),
     Migration("PostgreSQL in SQLite's shape: an integer id, binary hashes, unknown fields NULL",
               sqlite=(), postgresql=_PG_SQLITE_SHAPE),
+    PARSED_NAMES,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
