@@ -182,7 +182,7 @@ def attrs_of(item: ET.Element) -> Dict[str, list]:
     return out
 
 
-@pytest.mark.parametrize("function", ["search", "tvsearch", "movie"])
+@pytest.mark.parametrize("function", ["search", "tvsearch"])  # t=movie searches movies: test_torznab_arr.py
 def test_torznab_search_items(server: Served, function: str) -> None:
     channel, items = items_of(torznab(server, f"t={function}&q=show"))
     response = channel.find(f"{TZ}response")
@@ -200,7 +200,8 @@ def test_torznab_search_items(server: Served, function: str) -> None:
     attrs = attrs_of(item)
     # The spec's required attributes (size, category) and the torrent ones we know.
     assert attrs["size"] == [str(show.total_size)]
-    assert attrs["category"] == ["5000"]
+    assert attrs["category"] == ["5040", "5000"]  # its subcategory (720p: HD), then the parent
+    assert (attrs["season"], attrs["episode"], attrs["resolution"]) == (["1"], ["2"], ["720p"])
     assert attrs["infohash"] == [show.info_hash_v1]
     assert attrs["magneturl"][0].startswith(f"magnet:?xt=urn:btih:{show.info_hash_v1}")
     assert "seeders" not in attrs and "peers" not in attrs  # unknown: left out, not zero
@@ -208,7 +209,7 @@ def test_torznab_search_items(server: Served, function: str) -> None:
 
 def test_torznab_categories_and_filter(server: Served) -> None:
     _channel, items = items_of(torznab(server, "t=search&limit=100"))
-    by_title = {i.findtext("title"): attrs_of(i)["category"][0] for i in items}
+    by_title = {i.findtext("title"): attrs_of(i)["category"][-1] for i in items}  # the parent
     assert by_title["Big.Buck.Bunny.2008.1080p"] == "2000"
     assert by_title["Some.Show.S01E02.720p"] == "5000"
     assert by_title["Free Music Album"] == "3000"

@@ -13,6 +13,8 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..classify import CONTENT_TYPES
+from ..search import QueryError
 from . import auth, categories, queries as default_queries, torznab
 
 HERE = Path(__file__).resolve().parent
@@ -105,9 +107,13 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
             sort = request.query_params.get("sort") or default_queries.DEFAULT_SORT
             if sort not in queries.SORTS:
                 raise BadParameter("sort", f"sort must be one of {', '.join(queries.SORTS)}, got {sort!r}")
+            filters = _api_filters(request)
         except BadParameter as e:
             return _bad(e)
-        total, rows = with_conn(lambda c: queries.search(c, q, limit, offset, sort))
+        try:
+            total, rows = with_conn(lambda c: queries.search(c, q, limit, offset, sort, **filters))
+        except QueryError as e:
+            return _bad(BadParameter("q", str(e)))
         return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": total,
                              "results": rows})
 
@@ -140,19 +146,24 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
             limit = _int(request, "limit", torznab.DEFAULT_LIMIT, 0, torznab.MAX_LIMIT) or torznab.DEFAULT_LIMIT
             offset = _int(request, "offset", 0, 0, MAX_OFFSET)
             wanted = _categories(request.query_params.get("cat", ""))
+            filters = _torznab_filters(request)
         except BadParameter as e:
             return xml(torznab.error(torznab.INCORRECT_PARAMETER, f"Incorrect parameter ({e})"), 400)
-        # tvsearch and movie are answered as a q search (season/ep/ids are not indexed).
+        default_cat = torznab.SEARCH_FUNCTIONS[t]
+        if not wanted and default_cat is not None:
+            wanted = [default_cat]  # tvsearch without cat: TV
+        # Categories, season, episode and year filter inside the query: a page of N is N
+        # matches, and total counts them. Without words: the newest first (the RSS feed).
         sort = default_queries.DEFAULT_SORT if q else "first_seen"
 
         def run(conn: Any) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
-            total, rows = queries.search(conn, q, limit, offset, sort)
+            total, rows = queries.search(conn, q, limit, offset, sort, categories=wanted or None, **filters)
             items = []
             for row in rows:
-                cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
-                # A torrent's category is a parent (5000); a client asking for 5040 wants it too.
-                if not wanted or cat in wanted or cat in {w // 1000 * 1000 for w in wanted}:
-                    items.append((row, cat))
+                cat = row.get("category")
+                if cat is None:  # not parsed yet (the backfill has not reached it): from its files
+                    cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
+                items.append((row, cat))
             return total, items
 
         total, items = with_conn(run)
@@ -186,6 +197,48 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         routes.append(Route("/metrics", metrics_text))
     app = Starlette(routes=routes)
     return AuthMiddleware(app, api_key)
+
+
+def _torznab_filters(request: Request) -> Dict[str, Any]:
+    """season, ep and year as the *arr apps send them. A daily show's episode ("06/12") is
+    not a number the database holds: season and ep are then not applied."""
+    out: Dict[str, Any] = {}
+    ep = request.query_params.get("ep", "")
+    season = request.query_params.get("season", "")
+    if ep and not ep.isdigit():
+        return out
+    if season:
+        out["season"] = _int(request, "season", 0, 0, 9999)
+    if ep:
+        out["episode"] = _int(request, "ep", 0, 0, 9999)
+    if request.query_params.get("year"):
+        out["year"] = _int(request, "year", 0, 1800, 2100)
+    return out
+
+
+def _api_filters(request: Request) -> Dict[str, Any]:
+    """The JSON API's filters on the parsed name: type (comma-separated content types), cat,
+    season, episode, year, resolution."""
+    out: Dict[str, Any] = {}
+    types = [t for t in request.query_params.get("type", "").split(",") if t]
+    for t in types:
+        if t not in CONTENT_TYPES:
+            raise BadParameter("type", f"type must be among {', '.join(CONTENT_TYPES)}, got {t!r}")
+    if types:
+        out["content_type"] = types
+    cats = _categories(request.query_params.get("cat", ""))
+    if cats:
+        out["categories"] = cats
+    for name, key, lo, hi in (("season", "season", 0, 9999), ("episode", "episode", 0, 9999),
+                              ("year", "year", 1800, 2100)):
+        if request.query_params.get(name):
+            out[key] = _int(request, name, 0, lo, hi)
+    resolution = request.query_params.get("resolution", "")
+    if resolution:
+        if len(resolution) > 16:
+            raise BadParameter("resolution", "resolution is at most 16 characters (e.g. 1080p)")
+        out["resolution"] = resolution
+    return out
 
 
 def _categories(text: str) -> List[int]:
