@@ -29,7 +29,7 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 from .classify import COLUMNS as PARSED_COLUMNS
 from .db import Connection, Database, using
 from .search import parse_time, rfc3339
-from .sinks import DatabaseSink, keys_of
+from .sinks import DatabaseSink, Dropped, keys_of
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -69,6 +69,7 @@ def export_docs(db: Any, since: Any = None) -> Iterator[Dict[str, Any]]:
         after = -1
         while True:  # pages in id order, each with its files in one query
             page = conn.execute(f"SELECT {columns} FROM torrents WHERE id > ?"
+                                + (" AND hidden IS NULL" if parsed else "")
                                 + (" AND last_seen >= ?" if since_s is not None else "") + " ORDER BY id LIMIT ?",
                                 (after, *(() if since_s is None else (d.time(since_s),)), EXPORT_PAGE))
             if not page:
@@ -241,7 +242,7 @@ def mark_delivered(conn: Connection, keys: Iterable[bytes], now: int) -> None:
 
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None,
-                 parse_progress: Optional[Callable[[int, int], None]] = None) -> Dict[str, int]:
+                 parse_progress: Optional[Callable[[int, int], None]] = None, rules: Any = None) -> Dict[str, int]:
     """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
     Database); returns counts ``{read, new, merged, parsed}``. Unless ``refetch``, the retry
     store's tables are created first, as a crawl would (dhtcrawler.migrate_store), and every
@@ -258,15 +259,22 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
         # The retry tables are the library's: it creates or migrates them (dhtc_store_migrate),
         # so their schema stays in one place, never copied here (docs/database.md).
         migrate_store(database.retry_store())
-    sink = DatabaseSink(database)
-    counts = {"read": 0, "new": 0, "merged": 0, "parsed": 0}
+    sink = DatabaseSink(database, rules=rules)
+    counts = {"read": 0, "new": 0, "merged": 0, "dropped": 0, "parsed": 0}
     try:
         now = int(time.time())
         for path in paths:
             for rec in read_any(path):
                 keys = keys_of(rec)
-                new = sink.merge(rec, also=None if refetch else (lambda c, k=keys: mark_delivered(c, k, now)))
                 counts["read"] += 1
+                try:
+                    new = sink.merge(rec, also=None if refetch else (lambda c, k=keys: mark_delivered(c, k, now)))
+                except Dropped:  # a content rule: not stored, but delivered (a crawl does not fetch it)
+                    if not refetch:
+                        with sink.batch() as s:
+                            mark_delivered(s.connection, keys, now)
+                    counts["dropped"] += 1
+                    continue
                 counts["new" if new else "merged"] += 1
                 if progress is not None:
                     progress(counts["read"])

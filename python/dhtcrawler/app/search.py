@@ -261,6 +261,8 @@ def search(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, sort: 
                              "import or reparse (which migrate it)")
         source, params = d.search_source(conn, words, window)
         where: List[str] = []
+        if d.has_column(conn, "torrents", "hidden"):
+            where.append("t.hidden IS NULL")  # hidden by a content rule: never served
         if types:
             where.append(f"t.content_type IN ({', '.join('?' * len(types))})")
             params += types
@@ -342,8 +344,9 @@ def torrent(db: Any, info_hash: str, *, max_files: Optional[int] = None) -> Opti
         return None
     cap = "" if max_files is None else f" LIMIT {int(max_files)}"
     with using(db) as conn:
+        hidden = " AND t.hidden IS NULL" if conn.dialect.has_column(conn, "torrents", "hidden") else ""
         r = conn.one(f"SELECT {_columns(conn)} FROM hashes h JOIN torrents t ON t.id = h.torrent "
-                     "WHERE h.hash = ?", (key,))
+                     f"WHERE h.hash = ?{hidden}", (key,))
         if r is None:
             return None
         out = _row(conn.dialect, r)

@@ -24,8 +24,21 @@ from .db.errors import SchemaError
 from .db.migrations import migrate
 from .db.schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION, prepare
 
-__all__ = ["DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
+__all__ = ["Dropped", "DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
            "COMPONENT", "MIGRATIONS", "SCHEMA_VERSION", "FTS_TOKENIZER", "migrate_torrents"]
+
+
+class Dropped(Exception):
+    """A content rule drops the torrent: nothing of it was stored."""
+
+    def __init__(self, verdict: Any) -> None:
+        super().__init__(", ".join(r.label for r in verdict.rules))
+        self.verdict = verdict
+
+
+def merge_tags(tags: Optional[str], more: List[str]) -> str:
+    """Comma-separated tags with ``more`` added, each once."""
+    return ",".join(t for t in dict.fromkeys([*(tags or "").split(","), *more]) if t)
 
 
 def migrate_torrents(conn: Connection) -> int:
@@ -81,10 +94,12 @@ class DatabaseSink:
     re-established once per torrent before the torrent is given up (and so not
     acknowledged)."""
 
-    def __init__(self, database: Database, *, max_files: Optional[int] = None) -> None:
+    def __init__(self, database: Database, *, max_files: Optional[int] = None, rules: Any = None) -> None:
         self.database = database
         self.path = database.describe()
         self.max_files = max_files
+        self.rules = rules  # app/rules.RuleSet: judged on each new torrent (drop raises Dropped)
+        self._rules_need_parse = bool(rules) and any(r.matcher in ("type", "resolution") for r in rules.rules)
         self._conn = database.connect()
         try:
             with self._conn.lock:
@@ -170,22 +185,29 @@ class DatabaseSink:
             kept = valid_parsed(r)
             if kept is not None:
                 return kept
-        if r.get("defer_parse"):
+        if r.get("defer_parse") and not self._rules_need_parse:
             return None
         return classify(r["name"], r["files"], r["total_size"])
 
     def _insert(self, r: dict) -> int:
         conn, d = self._conn, self._conn.dialect
-        parsed = self.parsed_of(r) or {}
+        parsed = dict(self.parsed_of(r) or {})
+        if self.rules:
+            verdict = self.rules.judge(r["name"], r["files"], r["total_size"], parsed)
+            if verdict.dropped:
+                raise Dropped(verdict)  # the transaction rolls back: nothing stored
+            if verdict.tags:
+                parsed["tags"] = merge_tags(parsed.get("tags"), verdict.tags)
+        hidden = 1 if self.rules and verdict.hidden else None
         tid = conn.insert(
             "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
             f"num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen, "
-            f"{', '.join(PARSED_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
-            + ", ?" * len(PARSED_COLUMNS) + ")",
+            f"{', '.join(PARSED_COLUMNS)}, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+            + ", ?" * len(PARSED_COLUMNS) + ", ?)",
             (key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")), r.get("version"),
              r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
              r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
-             r.get("times_seen") or 1, *(parsed.get(c) for c in PARSED_COLUMNS)))
+             r.get("times_seen") or 1, *(parsed.get(c) for c in PARSED_COLUMNS), hidden))
         files = r["files"] if self.max_files is None else r["files"][:self.max_files]
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                          [(tid, i, path, size) for i, (path, size) in enumerate(files)])

@@ -153,7 +153,7 @@ def test_export_writes_the_parsed_fields_and_import_keeps_them_after_checks(tmp_
             f.write(json.dumps(doc) + "\n")
     target = str(tmp_path / "b.sqlite")
     counts = import_files(target, [dump], refetch=True)
-    assert counts == {"read": 3, "new": 3, "merged": 0, "parsed": 2}
+    assert counts == {"read": 3, "new": 3, "merged": 0, "dropped": 0, "parsed": 2}
     with using(target) as conn:
         assert conn.execute("SELECT title, year, parsed FROM torrents ORDER BY id") == [
             ("Kept As Exported", None, PARSER_VERSION), ("Heat", 1995, PARSER_VERSION),

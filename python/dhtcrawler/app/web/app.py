@@ -85,12 +85,21 @@ class AuthMiddleware:
 
 
 def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Callable[[], str]] = None,
-               queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "") -> Any:
+               queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "",
+               rules: Any = None) -> Any:
     """The ASGI application over ``db`` (a dhtcrawler.app.db.Database: a crawl's SQLite file
     or a fleet's PostgreSQL, read-only, one connection per request: cheap, and safe beside a
     crawl writing the same database); ``api_key``, when
     given, is required on every request; ``metrics`` renders /metrics (beside a crawl);
     ``queries`` provides search(), torrent() and stats() (dhtcrawler.web.queries' signatures)."""
+
+    def served(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The content rules at serve time too (for rules newer than the rows: prune
+        --apply-rules then makes it stick): what they drop or hide is never served."""
+        if not rules:
+            return rows
+        return [r for r in rows if rules.judge(r["name"], [(r["name"], r["total_size"])], r["total_size"], r,
+                                               count=False).action is None]
 
     def with_conn(fn: Callable[[Any], Any]) -> Any:
         conn = db.connect(read_only=True)
@@ -115,13 +124,15 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         except QueryError as e:
             return _bad(BadParameter("q", str(e)))
         return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": total,
-                             "results": rows})
+                             "results": served(rows)})
 
     def api_torrent(request: Request) -> Response:
         info_hash = request.path_params["info_hash"].lower()
         if not queries.is_info_hash(info_hash):
             return _bad(BadParameter("info_hash", "info_hash must be 40 or 64 hex digits"))
         doc = with_conn(lambda c: queries.torrent(c, info_hash))
+        if doc is not None and not served([doc]):
+            doc = None
         if doc is None:
             return _not_found(f"no torrent {info_hash}")
         return JSONResponse(doc)
@@ -159,7 +170,7 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         def run(conn: Any) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
             total, rows = queries.search(conn, q, limit, offset, sort, categories=wanted or None, **filters)
             items = []
-            for row in rows:
+            for row in served(rows):
                 cat = row.get("category")
                 if cat is None:  # not parsed yet (the backfill has not reached it): from its files
                     cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
