@@ -39,13 +39,8 @@ class Index:
     CONCURRENTLY``, which must run outside a transaction: see migrations.Migration), on
     SQLite as a plain ``CREATE INDEX``. Safe to run again, also after an interrupted build."""
 
-    def __init__(self, name: str, table: str, columns: str, *, unique: bool = False, using: str = "",
-                 where: str = "") -> None:
+    def __init__(self, name: str, table: str, columns: str, *, unique: bool = False, using: str = "") -> None:
         self.name, self.table, self.columns, self.unique, self.using = name, table, columns, unique, using
-        self.where = where  # a partial index's condition
-
-    def predicate(self) -> str:
-        return f" WHERE {self.where}" if self.where else ""
 
     def __repr__(self) -> str:
         return f"Index({self.name!r} ON {self.table} ({self.columns}))"
@@ -105,8 +100,7 @@ class Dialect:
 
     def build_index(self, conn: "Connection", index: Index) -> None:
         unique = "UNIQUE " if index.unique else ""
-        conn.execute(f"CREATE {unique}INDEX IF NOT EXISTS {index.name} ON {index.table} ({index.columns})"
-                     + index.predicate())
+        conn.execute(f"CREATE {unique}INDEX IF NOT EXISTS {index.name} ON {index.table} ({index.columns})")
 
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
         raise NotImplementedError
@@ -350,8 +344,7 @@ class PostgresDialect(Dialect):
             conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index.name}")
         unique = "UNIQUE " if index.unique else ""
         using = f" USING {index.using}" if index.using else ""
-        conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({index.columns})"
-                     + index.predicate())
+        conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({index.columns})")
 
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
         return bool(conn.value("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
