@@ -51,7 +51,7 @@ from urllib.parse import quote
 from .classify import CONTENT_TYPES, COLUMNS as PARSED_COLUMNS, TYPE_CATEGORIES
 from .db import Connection, using
 
-__all__ = ["search", "torrent", "stats", "largest_files", "magnet", "parse_time", "rfc3339", "query_words",
+__all__ = ["search", "torrent", "stats", "facets", "arrivals", "largest_files", "magnet", "parse_time", "rfc3339", "query_words",
            "cli_query", "tokenizer", "QueryError", "SORTS", "VERSIONS", "MAX_LIMIT", "DEFAULT_WINDOW"]
 
 SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "name", "swarm")
@@ -389,3 +389,46 @@ def stats(db: Any) -> Dict[str, Any]:
         return {"torrents": int(n), "files": int(files), "files_stored": stored, "total_size": int(size),
                 "versions": versions, "first_seen": rfc3339(d.seconds(first)), "last_seen": rfc3339(d.seconds(last)),
                 "tokenizer": d.tokenizer(conn)}
+
+
+FACETS = ("content_type", "resolution", "year")
+
+
+def facets(db: Any, limit: int = 30) -> Dict[str, List[Dict[str, Any]]]:
+    """Counts of the torrents served (not hidden) by content type, resolution and year,
+    the largest first (years: the newest first), at most ``limit`` values each; {} on a
+    database from before the parsed names."""
+    with using(db) as conn:
+        if not conn.dialect.has_column(conn, "torrents", "parsed"):
+            return {}
+        out: Dict[str, List[Dict[str, Any]]] = {}
+        for column in FACETS:
+            order = "value DESC" if column == "year" else "n DESC, value"
+            out[column] = [{"value": v, "count": int(n)} for v, n in conn.execute(
+                f"SELECT {column} AS value, count(*) AS n FROM torrents WHERE hidden IS NULL AND {column} IS NOT NULL "
+                f"GROUP BY {column} ORDER BY {order} LIMIT ?", (int(limit),))]
+        return out
+
+
+def arrivals(db: Any, now: int, recent: int = 100_000) -> Dict[str, Any]:
+    """Torrents first seen per minute over the last hour and per hour over the last day
+    (oldest first; among the newest ``recent`` torrents, which bounds the work), the count,
+    and the database's size (bytes used, bytes of the torrents)."""
+    with using(db) as conn:
+        d = conn.dialect
+        since = now - 86400
+        times = [d.seconds(t) for (t,) in conn.execute(
+            "SELECT first_seen FROM (SELECT first_seen FROM torrents ORDER BY id DESC LIMIT ?) r WHERE first_seen >= ?",
+            (int(recent), d.time(since)))]
+        per_minute, per_hour = [0] * 60, [0] * 24
+        for t in times:
+            if t is None or t > now:
+                continue
+            age = now - t
+            per_hour[23 - min(23, age // 3600)] += 1
+            if age < 3600:
+                per_minute[59 - age // 60] += 1
+        used, torrents_bytes = d.measure(conn)
+        return {"now": rfc3339(now), "per_minute": per_minute, "per_hour": per_hour, "last_day": sum(per_hour),
+                "torrents": int(conn.value("SELECT count(*) FROM torrents")), "database_bytes": used,
+                "torrent_bytes": torrents_bytes}

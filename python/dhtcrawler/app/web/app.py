@@ -3,6 +3,7 @@ beside a crawl, /metrics. See docs/api.md."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
@@ -14,7 +15,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..classify import CONTENT_TYPES
+from .. import search as _search
 from ..search import QueryError
+from .dashboard import dashboard_series
 from . import auth, categories, queries as default_queries, torznab
 
 HERE = Path(__file__).resolve().parent
@@ -140,6 +143,21 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
     def api_stats(_request: Request) -> Response:
         return JSONResponse(with_conn(queries.stats))
 
+    def api_facets(_request: Request) -> Response:
+        return JSONResponse(with_conn(_search.facets))
+
+    def api_dashboard(_request: Request) -> Response:
+        """What the dashboard draws: arrivals and size from the database; beside a crawl
+        (metrics given), the pipeline funnel, failure classes, node pool and refusals."""
+        doc = with_conn(lambda c: _search.arrivals(c, int(time.time())))
+        doc["live"] = None
+        if metrics is not None:
+            try:
+                doc["live"] = dashboard_series(metrics())
+            except Exception:  # noqa: BLE001 - the crawler is closing: the database's part only
+                pass
+        return JSONResponse(doc)
+
     def xml(body: bytes, status: int = 200, rss: bool = False) -> Response:
         return Response(body, status_code=status,
                         media_type="application/rss+xml; charset=utf-8" if rss else "application/xml; charset=utf-8")
@@ -200,6 +218,9 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         Route("/api/v1/search", api_search),
         Route("/api/v1/torrents/{info_hash}", api_torrent),
         Route("/api/v1/stats", api_stats),
+        Route("/api/v1/facets", api_facets),
+        Route("/api/v1/dashboard", api_dashboard),
+        Route("/dashboard", page("dashboard.html")),
         Route("/torznab/api", torznab_api),
         Route("/torznab/api/", torznab_api),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
