@@ -109,6 +109,9 @@ def test_crawl_drops_hides_and_tags(tmp_path):
     with using(sink) as conn:
         assert conn.execute("SELECT name, hidden, tags FROM torrents ORDER BY id") == [
             ("Some qqhidden thing", 1, None), ("Huge", None, "big")]
+    from dhtcrawler.app.dumps import export_docs
+
+    assert [doc["name"] for doc in export_docs(sink)] == ["Huge"]  # export never writes a hidden one
     sink.close()
 
 
