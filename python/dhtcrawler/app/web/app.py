@@ -195,7 +195,10 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
                 items.append((row, cat))
             return total, items
 
-        total, items = with_conn(run)
+        try:
+            total, items = with_conn(run)
+        except QueryError as e:  # a database from before the parsed names: run reparse
+            return xml(torznab.error(torznab.INCORRECT_PARAMETER, f"Incorrect parameter ({e})"), 400)
         base = str(request.base_url).rstrip("/")
         return xml(torznab.feed(title, base + "/", offset, total, items), rss=True)
 
