@@ -15,8 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import pg_schema_uri
-from webutil import Served, make_db, make_torrent
+from webutil import Served, make_db, make_torrent, served_postgresql
 from test_web_api import TZ, attrs_of, get, items_of
 
 GB, MB = 1 << 30, 1 << 20
@@ -130,18 +129,8 @@ def test_arr_requests_on_sqlite(tmp_path: Path) -> None:
 
 
 def test_arr_requests_on_postgresql() -> None:
-    from dhtcrawler.sinks import PostgresSink
-
-    with pg_schema_uri("arr") as uri:
-        sink = PostgresSink(uri)
-        for t in FIXTURE:
-            sink.add(t)
-        sink.close()
-        s = Served(["serve", "--store", uri, "--listen", "127.0.0.1:0"])
-        try:
-            check_arr_requests(s)
-        finally:
-            assert s.stop() == 0
+    with served_postgresql("arr", FIXTURE) as (s, _uri):
+        check_arr_requests(s)
 
 
 def test_the_json_api_takes_the_same_filters(tmp_path: Path) -> None:

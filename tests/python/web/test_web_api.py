@@ -20,8 +20,8 @@ import pytest
 pytest.importorskip("starlette", reason="the serve extra (starlette, uvicorn) is not installed")
 jsonschema = pytest.importorskip("jsonschema")
 
-from conftest import ROOT, pg_schema_uri  # noqa: E402
-from webutil import CATALOGUE, Served, make_db  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from webutil import CATALOGUE, Served, make_db, served_postgresql  # noqa: E402
 
 from dhtcrawler.app.web import auth, categories  # noqa: E402
 
@@ -303,34 +303,24 @@ def test_serve_store_postgresql() -> None:
     """The same API and Torznab over a fleet's PostgreSQL written through PostgresSink."""
     from urllib.parse import urlsplit
 
-    from dhtcrawler.sinks import PostgresSink
-
-    with pg_schema_uri("serve") as uri:
-        sink = PostgresSink(uri)
-        for t in CATALOGUE:
-            sink.add(t)
-        sink.close()
-        s = Served(["serve", "--store", uri, "--listen", "127.0.0.1:0"])
-        try:
-            password = urlsplit(uri).password
-            assert not password or f":{password}@" not in "".join(s.lines)  # the start line hides it
-            doc = get_json(s.url + "api/v1/search?q=album")
-            validate(doc, "search")
-            assert [r["name"] for r in doc["results"]] == ["Free Music Album"]
-            assert get_json(s.url + "api/v1/search?q=wonderland")["results"][0]["name"] == "Public Domain Books"
-            names = [r["name"] for r in get_json(s.url + "api/v1/search?q=filler&limit=20&sort=name")["results"]]
-            assert names == [f"filler torrent {k:02d}" for k in range(20)]
-            hybrid = next(t for t in CATALOGUE if t.version == "hybrid")
-            doc = get_json(s.url + f"api/v1/torrents/{hybrid.info_hash_v2}")
-            validate(doc, "torrent")
-            assert doc["name"] == hybrid.name and doc["files_truncated"] is False
-            stats = get_json(s.url + "api/v1/stats")
-            validate(stats, "stats")
-            assert stats["torrents"] == len(CATALOGUE) and stats["versions"]["hybrid"] == 1
-            _channel, items = items_of(torznab(s, "t=tvsearch&cat=5040&limit=100"))
-            assert [i.findtext("title") for i in items] == ["Some.Show.S01E02.720p"]
-        finally:
-            assert s.stop() == 0
+    with served_postgresql("serve", CATALOGUE) as (s, uri):
+        password = urlsplit(uri).password
+        assert not password or f":{password}@" not in "".join(s.lines)  # the start line hides it
+        doc = get_json(s.url + "api/v1/search?q=album")
+        validate(doc, "search")
+        assert [r["name"] for r in doc["results"]] == ["Free Music Album"]
+        assert get_json(s.url + "api/v1/search?q=wonderland")["results"][0]["name"] == "Public Domain Books"
+        names = [r["name"] for r in get_json(s.url + "api/v1/search?q=filler&limit=20&sort=name")["results"]]
+        assert names == [f"filler torrent {k:02d}" for k in range(20)]
+        hybrid = next(t for t in CATALOGUE if t.version == "hybrid")
+        doc = get_json(s.url + f"api/v1/torrents/{hybrid.info_hash_v2}")
+        validate(doc, "torrent")
+        assert doc["name"] == hybrid.name and doc["files_truncated"] is False
+        stats = get_json(s.url + "api/v1/stats")
+        validate(stats, "stats")
+        assert stats["torrents"] == len(CATALOGUE) and stats["versions"]["hybrid"] == 1
+        _channel, items = items_of(torznab(s, "t=tvsearch&cat=5040&limit=100"))
+        assert [i.findtext("title") for i in items] == ["Some.Show.S01E02.720p"]
 
 
 def test_serve_store_unreachable_is_a_start_failure(tmp_path: Path) -> None:
