@@ -3,6 +3,7 @@ and `dhtcrawler serve` started as a subprocess on a loopback port."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -12,7 +13,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dhtcrawler import Torrent, TorrentFile
 from dhtcrawler.sinks import SqliteSink
@@ -60,6 +61,25 @@ def make_db(path: Path, torrents: Sequence[Torrent] = CATALOGUE) -> Path:
     finally:
         sink.close()
     return path
+
+
+@contextlib.contextmanager
+def served_postgresql(prefix: str, torrents: Sequence[Torrent]) -> Iterator[Tuple["Served", str]]:
+    """`dhtcrawler serve --store` over a fresh PostgreSQL schema holding ``torrents``
+    (written through PostgresSink); (the server, its URI). Skips without DHTC_TEST_PG."""
+    from conftest import pg_schema_uri
+    from dhtcrawler.sinks import PostgresSink
+
+    with pg_schema_uri(prefix) as uri:
+        sink = PostgresSink(uri)
+        for t in torrents:
+            sink.add(t)
+        sink.close()
+        s = Served(["serve", "--store", uri, "--listen", "127.0.0.1:0"])
+        try:
+            yield s, uri
+        finally:
+            assert s.stop() == 0
 
 
 class Served:

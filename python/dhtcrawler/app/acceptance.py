@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 from .._types import Answer, Torrent
 from .commands.common import error_printer
-from .sinks import JsonlSink
+from .sinks import Dropped, JsonlSink
 
 
 class Acceptance:
@@ -30,6 +30,7 @@ class Acceptance:
         self.accepted = 0
         self.seen_again = 0
         self.sink_failures = 0
+        self.dropped = 0  # by a content rule
         self._not_written: set = set()  # in the database, not yet in the JSON lines
         self._lock = threading.Lock()
         self.on_new: Optional[Callable[[str], Any]] = None  # a new torrent stored (its key): the scrape
@@ -46,6 +47,9 @@ class Acceptance:
                     self.jsonl.add(torrent)
                 self._not_written.discard(torrent.info_hash)
                 self.accepted += 1
+        except Dropped:  # a content rule: never stored; REJECT, so the library does not fetch it again
+            self.dropped += 1
+            return Answer.REJECT
         except Exception as e:  # noqa: BLE001 - any sink failure: not stored, fetched again
             self.sink_failures += 1
             self.report(f"could not store {torrent.info_hash} ({type(e).__name__}: {e}); "

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from .. import __version__
 from .._errors import DhtcError, OptionsError
-from .commands import crawl, demo, export, import_, prune, search, serve, testnet
+from .commands import crawl, demo, export, import_, prune, reparse, search, serve, testnet
 from .commands.common import EXIT_FAILURE, EXIT_USAGE, StartError, UsageError
 
 
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dhtcrawler", description="BitTorrent DHT crawler.")
     parser.add_argument("--version", action="version", version=f"dhtcrawler {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in (crawl, search, export, import_, prune, serve, demo, testnet):
+    for command in (crawl, search, export, import_, prune, reparse, serve, demo, testnet):
         command.add_parser(sub)
     return parser
 

@@ -26,6 +26,7 @@ import os
 import sqlite3
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
+from .classify import COLUMNS as PARSED_COLUMNS
 from .db import Connection, Database, using
 from .search import parse_time, rfc3339
 from .sinks import DatabaseSink, keys_of
@@ -60,12 +61,15 @@ def export_docs(db: Any, since: Any = None) -> Iterator[Dict[str, Any]]:
     with using(db) as conn:
         d = conn.dialect
         swarm = d.has_column(conn, "torrents", "scraped_at")
+        parsed = d.has_column(conn, "torrents", "parsed")
         columns = ("id, info_hash, info_hash_v1, info_hash_v2, version, name, total_size, num_files, piece_length, "
                    "private, first_seen, last_seen, peer, times_seen, "
-                   + ("seeders, leechers, scraped_at" if swarm else "NULL, NULL, NULL"))
+                   + ("seeders, leechers, scraped_at" if swarm else "NULL, NULL, NULL") + ", "
+                   + ", ".join(PARSED_COLUMNS if parsed else ("NULL",) * len(PARSED_COLUMNS)))
         after = -1
         while True:  # pages in id order, each with its files in one query
             page = conn.execute(f"SELECT {columns} FROM torrents WHERE id > ?"
+                                + (" AND hidden IS NULL" if parsed else "")
                                 + (" AND last_seen >= ?" if since_s is not None else "") + " ORDER BY id LIMIT ?",
                                 (after, *(() if since_s is None else (d.time(since_s),)), EXPORT_PAGE))
             if not page:
@@ -81,7 +85,7 @@ def export_docs(db: Any, since: Any = None) -> Iterator[Dict[str, Any]]:
 
 def _doc(d: Any, row: Any, files: List[Dict[str, Any]]) -> Dict[str, Any]:
     (_tid, key, v1, v2, version, name, size, num_files, piece_length, private, first, last, peer, times,
-     seeders, leechers, scraped_at) = row
+     seeders, leechers, scraped_at) = row[:17]
     first, last, scraped_at = d.seconds(first), d.seconds(last), d.seconds(scraped_at)
     doc: Dict[str, Any] = {
         "schema": 1, "info_hash": bytes(key).hex(), "info_hash_v1": v1 and bytes(v1).hex(),
@@ -95,6 +99,8 @@ def _doc(d: Any, row: Any, files: List[Dict[str, Any]]) -> Dict[str, Any]:
     if scraped_at is not None:  # the latest swarm estimate (null counts: nobody knew the swarm)
         doc.update(seeders=None if seeders is None else int(seeders),
                    leechers=None if leechers is None else int(leechers), scraped_at=rfc3339(scraped_at))
+    if row[-1] is not None:  # parsed: the release name's fields (an import keeps them, after checks)
+        doc.update(zip(PARSED_COLUMNS, row[17:]))
     return doc
 
 
@@ -161,7 +167,10 @@ def _record(doc: Dict[str, Any]) -> Dict[str, Any]:
             "last_seen": last if last is not None else first, "peer": doc.get("peer"),
             "times_seen": int(doc.get("times_seen") or 1),
             "scraped_at": parse_time(doc.get("scraped_at")), "seeders": doc.get("seeders"),
-            "leechers": doc.get("leechers")}
+            "leechers": doc.get("leechers"),
+            # A line's parsed fields are kept when they pass the checks; without them the
+            # torrent waits for the backfill at the end of the import (import keeps its rate).
+            **{c: doc.get(c) for c in PARSED_COLUMNS}, "defer_parse": True}
 
 
 def read_dump(path: str) -> Iterator[Dict[str, Any]]:
@@ -210,7 +219,8 @@ def read_magnetico(path: str) -> Iterator[Dict[str, Any]]:
             yield {"info_hash": key.hex(), "info_hash_v1": None, "info_hash_v2": None, "version": None,
                    "name": name, "total_size": int(size), "num_files": max(len(files), 1),
                    "piece_length": None, "private": None, "metadata_size": None, "files": files,
-                   "first_seen": int(discovered), "last_seen": int(discovered), "peer": None, "times_seen": 1}
+                   "first_seen": int(discovered), "last_seen": int(discovered), "peer": None, "times_seen": 1,
+                   "defer_parse": True}
     finally:
         conn.close()
 
@@ -256,13 +266,19 @@ def _chunks(records: Iterator[Dict[str, Any]], size: int) -> Iterator[List[Dict[
 
 
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
-                 progress: Optional[Callable[[int], None]] = None) -> Dict[str, int]:
+                 progress: Optional[Callable[[int], None]] = None,
+                 parse_progress: Optional[Callable[[int, int], None]] = None, rules: Any = None) -> Dict[str, int]:
     """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
-    Database); returns counts ``{read, new, merged}``. Records are merged IMPORT_BATCH to
-    a transaction (the merge rules are the sink's: DatabaseSink.merge_many), and the tables are
-    analyzed at the end for the query planner. Unless ``refetch``, the retry store's
-    tables are created first, as a crawl would (dhtcrawler.migrate_store), and every key is
-    marked done there. ``progress(read)`` is called after each batch."""
+    Database); returns counts ``{read, new, merged, dropped, parsed}``. Records are merged
+    IMPORT_BATCH to a transaction (the merge rules are the sink's: DatabaseSink.merge_many;
+    ``dropped`` counts those a content rule refused), and the tables are analyzed at the end
+    for the query planner. Unless ``refetch``, the retry store's tables are created first, as
+    a crawl would (dhtcrawler.migrate_store), and every key, dropped ones included (a crawl
+    does not fetch them either), is marked done there. ``progress(read)`` is called after
+    each batch. Torrents whose lines carried no (valid) parsed fields are parsed at the end,
+    in batches (backfill.py; ``parse_progress(done, left)``)."""
+    from .backfill import backfill
+
     import time
 
     from .. import migrate_store
@@ -272,21 +288,23 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
         # The retry tables are the library's: it creates or migrates them (dhtc_store_migrate),
         # so their schema stays in one place, never copied here (docs/database.md).
         migrate_store(database.retry_store())
-    sink = DatabaseSink(database)
-    counts = {"read": 0, "new": 0, "merged": 0}
+    sink = DatabaseSink(database, rules=rules)
+    counts = {"read": 0, "new": 0, "merged": 0, "dropped": 0, "parsed": 0}
     try:
         now = int(time.time())
         for path in paths:
             for chunk in _chunks(read_any(path), IMPORT_BATCH):
                 with sink.batch():
-                    new = sink.merge_many(chunk)
+                    new, dropped = sink.merge_many(chunk)
                     counts["new"] += new
-                    counts["merged"] += len(chunk) - new
+                    counts["dropped"] += len(dropped)
+                    counts["merged"] += len(chunk) - new - len(dropped)
                     if not refetch:
                         mark_delivered(sink.connection, [k for rec in chunk for k in keys_of(rec)], now)
                 counts["read"] += len(chunk)
                 if progress is not None:
                     progress(counts["read"])
+        counts["parsed"] = backfill(sink, progress=parse_progress)
         with sink.lock:
             sink.connection.dialect.analyze(sink.connection)
     finally:

@@ -24,7 +24,7 @@ hash stays marked delivered in the retry store: a crawl does not fetch it again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .db import Connection, using
 from .search import rfc3339
@@ -168,3 +168,67 @@ def compact(db: Any) -> Optional[bool]:
     database is busy, None where the database reuses it instead (PostgreSQL)."""
     with using(db) as conn:
         return conn.dialect.compact(conn)
+
+
+# ---- content rules ------------------------------------------------------------------------
+
+@dataclass
+class RulesPlan:
+    """What the content rules say of the torrents held: ``drop`` (a Plan for remove()),
+    the ids to hide, and the tags to add per id."""
+
+    drop: Plan = field(default_factory=Plan)
+    hide: List[int] = field(default_factory=list)
+    tag: Dict[int, List[str]] = field(default_factory=dict)
+
+
+def plan_rules(db: Any, rules: Any) -> RulesPlan:
+    """Judges every torrent held (not yet hidden) by ``rules`` (app/rules.RuleSet), in id
+    order, BATCH at a time with their files."""
+    from .classify import COLUMNS
+
+    out = RulesPlan()
+    with using(db) as conn:
+        d = conn.dialect
+        out.drop.torrents = int(conn.value("SELECT count(*) FROM torrents"))
+        after = -1
+        while True:
+            rows = conn.execute(f"SELECT id, info_hash, name, total_size, last_seen, times_seen, hidden, "
+                                f"{', '.join(COLUMNS)} FROM torrents WHERE id > ? ORDER BY id LIMIT ?",
+                                (after, BATCH))
+            if not rows:
+                return out
+            files: Dict[int, List[Tuple[str, int]]] = {}
+            for tid, path, size in conn.execute("SELECT torrent, path, size FROM files WHERE torrent BETWEEN ? AND ? "
+                                                "ORDER BY torrent, idx", (rows[0][0], rows[-1][0])):
+                files.setdefault(int(tid), []).append((path, int(size)))
+            for row in rows:
+                tid, key, name, size, last, times, hidden = row[:7]
+                parsed = dict(zip(COLUMNS, row[7:]))
+                verdict = rules.judge(name, files.get(int(tid), []), int(size), parsed)
+                if verdict.dropped:
+                    out.drop.victims.append(Victim(int(tid), bytes(key).hex(), name, rfc3339(d.seconds(last)),
+                                                   int(times)))
+                    continue
+                if verdict.hidden and not hidden:
+                    out.hide.append(int(tid))
+                have = set((parsed.get("tags") or "").split(","))
+                more = [t for t in verdict.tags if t not in have]
+                if more:
+                    out.tag[int(tid)] = more
+            after = rows[-1][0]
+
+
+def apply_rules(db: Any, selected: RulesPlan) -> Tuple[int, int, int]:
+    """Carries out plan_rules(): (removed, hidden, tagged)."""
+    from .sinks import merge_tags
+
+    removed = remove(db, selected.drop)
+    with using(db) as conn:
+        with conn.transaction():
+            for tid in selected.hide:
+                conn.execute("UPDATE torrents SET hidden = 1 WHERE id = ?", (tid,))
+            for tid, more in selected.tag.items():
+                tags = conn.value("SELECT tags FROM torrents WHERE id = ?", (tid,))
+                conn.execute("UPDATE torrents SET tags = ? WHERE id = ?", (merge_tags(tags, more), tid))
+    return removed, len(selected.hide), len(selected.tag)

@@ -49,12 +49,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
+from .classify import CONTENT_TYPES, COLUMNS as PARSED_COLUMNS, TYPE_CATEGORIES
 from .db import Connection, using
 
-__all__ = ["search", "search_page", "Page", "torrent", "stats", "largest_files", "magnet", "parse_time", "rfc3339", "query_words",
+__all__ = ["search", "search_page", "Page", "torrent", "stats", "facets", "arrivals", "largest_files", "magnet",
+           "parse_time", "rfc3339", "query_words",
            "cli_query", "tokenizer", "QueryError", "SORTS", "VERSIONS", "MAX_LIMIT", "DEFAULT_WINDOW"]
 
 SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "name", "swarm")
@@ -67,6 +69,11 @@ _BASE_COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, 
                  "t.metadata_size")
 _SWARM = "t.seeders, t.leechers, t.scraped_at"
 _NO_SWARM = "NULL, NULL, NULL"  # a database from before schema 3, opened read-only
+# The parsed release name (classify.py), NULLs on a database from before the indexer.
+_PARSED = ", ".join(f"t.{c}" for c in PARSED_COLUMNS)
+_NO_PARSED = ", ".join("NULL" for _ in PARSED_COLUMNS)
+#: The fields of a row that come from the parsed name (``parsed`` itself is left out).
+PARSED_FIELDS = PARSED_COLUMNS[:-1]
 # The swarm sort: measured swarms first, largest first.
 _SWARM_ORDER = "(t.seeders + t.leechers) IS NULL, (t.seeders + t.leechers) {desc}"
 
@@ -136,14 +143,38 @@ def _row(d: Any, r: Tuple[Any, ...], score: Optional[float] = None) -> Dict[str,
             "private": None if r[9] is None else bool(r[9]), "first_seen": rfc3339(d.seconds(r[10])),
             "last_seen": rfc3339(d.seconds(r[11])), "times_seen": int(r[12]), "peer": r[13],
             "metadata_size": _opt_int(r[14]), "seeders": _opt_int(r[15]), "leechers": _opt_int(r[16]),
-            "scraped_at": rfc3339(d.seconds(r[17])), "magnet": magnet(info_hash, name, v2, v1), "score": score}
+            "scraped_at": rfc3339(d.seconds(r[17])),
+            **{f: (None if v is None else int(v) if isinstance(v, int) else v)
+               for f, v in zip(PARSED_FIELDS, r[18:18 + len(PARSED_FIELDS)])},
+            "magnet": magnet(info_hash, name, v2, v1), "score": score}
 
 
 def _columns(conn: Connection) -> str:
     """The selected columns of a row: _BASE_COLUMNS and the swarm estimate (NULLs when the
     database predates it)."""
     swarm = conn.dialect.has_column(conn, "torrents", "scraped_at")
-    return f"{_BASE_COLUMNS}, {_SWARM if swarm else _NO_SWARM}"
+    parsed = conn.dialect.has_column(conn, "torrents", "parsed")
+    return f"{_BASE_COLUMNS}, {_SWARM if swarm else _NO_SWARM}, {_PARSED if parsed else _NO_PARSED}"
+
+
+def _category_filter(categories: List[int]) -> Tuple[str, List[Any]]:
+    """SQL for Torznab categories: a parent (5000) is its content types, 8000 the
+    unclassified, a subcategory (5040) itself."""
+    terms: List[str] = []
+    params: List[Any] = []
+    for cat in dict.fromkeys(categories):
+        if cat % 1000 == 0:
+            types = TYPE_CATEGORIES.get(cat)
+            if cat == 8000:
+                terms.append("t.content_type IS NULL")
+            elif types:
+                terms.append(f"t.content_type IN ({', '.join('?' * len(types))})")
+                params += types
+            # a parent we fill nothing of (1000 Console) matches nothing
+        else:
+            terms.append("t.category = ?")
+            params.append(cat)
+    return ("(" + " OR ".join(terms) + ")") if terms else "1 = 0", params
 
 
 def tokenizer(db: Any) -> str:
@@ -195,6 +226,9 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
                 order: Optional[str] = None, min_size: Optional[int] = None, max_size: Optional[int] = None,
                 min_files: Optional[int] = None, max_files: Optional[int] = None, version: Optional[str] = None,
                 since: Union[None, int, str, datetime] = None,
+                content_type: Optional[Sequence[str]] = None, categories: Optional[Sequence[int]] = None,
+                season: Optional[int] = None, episode: Optional[int] = None, year: Optional[int] = None,
+                resolution: Optional[str] = None,
                 window: Optional[int] = DEFAULT_WINDOW,
                 max_words: Optional[int] = None) -> Page:
     """Torrents matching ``query`` and the filters: a :class:`Page`, ``total`` counting
@@ -204,7 +238,12 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
     sorts newest first). Filters: ``min_size``/``max_size`` (bytes, inclusive),
     ``min_files``/``max_files``, ``version`` (``v1``, ``v2`` or ``hybrid``; torrents of
     unknown version match none), ``since`` (first seen at or after: Unix seconds, datetime
-    or RFC 3339 text).
+    or RFC 3339 text). From the parsed release name (docs/indexer.md): ``content_type`` (any
+    of these types), ``categories`` (Torznab: a parent such as 5000 is its content types, a
+    subcategory such as 5040 itself, 8000 the unclassified), ``season`` (an episode of it,
+    or a pack holding it), ``episode`` (that episode, or a multi-episode file holding it;
+    season packs do not match), ``year``, ``resolution`` (``1080p``...). These filters run
+    in the query, so a page of N is N matches.
 
     ``sort``: ``relevance`` (best first: see the module text), ``size``, ``first_seen``,
     ``last_seen``, ``files``, ``swarm`` (seeders + leechers of the latest estimate;
@@ -234,8 +273,17 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
         raise QueryError("window must be 1 or more (or None)")
     since_s = parse_time(since)
     words = query_words(query, max_words)
+    types = list(content_type or ())
+    for t in types:
+        if t not in CONTENT_TYPES:
+            raise QueryError(f"unknown content type {t!r} (one of {', '.join(CONTENT_TYPES)})")
+    parsed_filters = bool(types or categories or season is not None or episode is not None or year is not None
+                          or resolution)
     with using(db) as conn:
         d = conn.dialect
+        if parsed_filters and not d.has_column(conn, "torrents", "parsed"):
+            raise QueryError("this database predates parsed release names: open it once with a crawl, "
+                             "import or reparse (which migrate it)")
         where: List[str] = []
         params: List[Any] = []
         if words:
@@ -250,9 +298,25 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
                 params += [arg, arg]
         else:
             source = "torrents t"
+        if d.has_column(conn, "torrents", "hidden"):
+            where.append("t.hidden IS NULL")  # hidden by a content rule: never served
+        if types:
+            where.append(f"t.content_type IN ({', '.join('?' * len(types))})")
+            params += types
+        if categories:
+            sql, args = _category_filter(list(categories))
+            where.append(sql)
+            params += args
+        if season is not None:  # an episode of the season, or a pack holding it
+            where.append("(t.season <= ? AND coalesce(t.season_end, t.season) >= ?)")
+            params += [int(season), int(season)]
+        if episode is not None:
+            where.append("(t.episode <= ? AND coalesce(t.episode_end, t.episode) >= ?)")
+            params += [int(episode), int(episode)]
         for cond, value in (("t.total_size >= ?", min_size), ("t.total_size <= ?", max_size),
                             ("t.num_files >= ?", min_files), ("t.num_files <= ?", max_files),
-                            ("t.version = ?", version), ("t.first_seen >= ?", d.time(since_s))):
+                            ("t.version = ?", version), ("t.first_seen >= ?", d.time(since_s)),
+                            ("t.year = ?", year), ("t.resolution = ?", resolution)):
             if value is not None:
                 where.append(cond)
                 params.append(value)
@@ -336,8 +400,9 @@ def torrent(db: Any, info_hash: str, *, max_files: Optional[int] = None) -> Opti
         return None
     cap = "" if max_files is None else f" LIMIT {int(max_files)}"
     with using(db) as conn:
+        hidden = " AND t.hidden IS NULL" if conn.dialect.has_column(conn, "torrents", "hidden") else ""
         r = conn.one(f"SELECT {_columns(conn)} FROM hashes h JOIN torrents t ON t.id = h.torrent "
-                     "WHERE h.hash = ?", (key,))
+                     f"WHERE h.hash = ?{hidden}", (key,))
         if r is None:
             return None
         out = _row(conn.dialect, r)
@@ -380,3 +445,46 @@ def stats(db: Any) -> Dict[str, Any]:
         return {"torrents": int(n), "files": int(files), "files_stored": stored, "total_size": int(size),
                 "versions": versions, "first_seen": rfc3339(d.seconds(first)), "last_seen": rfc3339(d.seconds(last)),
                 "tokenizer": d.tokenizer(conn)}
+
+
+FACETS = ("content_type", "resolution", "year")
+
+
+def facets(db: Any, limit: int = 30) -> Dict[str, List[Dict[str, Any]]]:
+    """Counts of the torrents served (not hidden) by content type, resolution and year,
+    the largest first (years: the newest first), at most ``limit`` values each; {} on a
+    database from before the parsed names."""
+    with using(db) as conn:
+        if not conn.dialect.has_column(conn, "torrents", "parsed"):
+            return {}
+        out: Dict[str, List[Dict[str, Any]]] = {}
+        for column in FACETS:
+            order = "value DESC" if column == "year" else "n DESC, value"
+            out[column] = [{"value": v, "count": int(n)} for v, n in conn.execute(
+                f"SELECT {column} AS value, count(*) AS n FROM torrents WHERE hidden IS NULL AND {column} IS NOT NULL "
+                f"GROUP BY {column} ORDER BY {order} LIMIT ?", (int(limit),))]
+        return out
+
+
+def arrivals(db: Any, now: int, recent: int = 100_000) -> Dict[str, Any]:
+    """Torrents first seen per minute over the last hour and per hour over the last day
+    (oldest first; among the newest ``recent`` torrents, which bounds the work), the count,
+    and the database's size (bytes used, bytes of the torrents)."""
+    with using(db) as conn:
+        d = conn.dialect
+        since = now - 86400
+        times = [d.seconds(t) for (t,) in conn.execute(
+            "SELECT first_seen FROM (SELECT first_seen FROM torrents ORDER BY id DESC LIMIT ?) r WHERE first_seen >= ?",
+            (int(recent), d.time(since)))]
+        per_minute, per_hour = [0] * 60, [0] * 24
+        for t in times:
+            if t is None or t > now:
+                continue
+            age = now - t
+            per_hour[23 - min(23, age // 3600)] += 1
+            if age < 3600:
+                per_minute[59 - age // 60] += 1
+        used, torrents_bytes = d.measure(conn)
+        return {"now": rfc3339(now), "per_minute": per_minute, "per_hour": per_hour, "last_day": sum(per_hour),
+                "torrents": int(conn.value("SELECT count(*) FROM torrents")), "database_bytes": used,
+                "torrent_bytes": torrents_bytes}

@@ -14,9 +14,10 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import IO, Any, Callable, Iterator, List, Optional
+from typing import IO, Any, Callable, Iterator, List, Optional, Tuple
 
 from .._types import Torrent
+from .classify import COLUMNS as PARSED_COLUMNS, classify, valid_parsed
 from .db import Connection, Database
 from .db.dialect import POSTGRESQL
 from .db.dialect import FTS_TOKENIZER
@@ -24,12 +25,25 @@ from .db.errors import DatabaseError, SchemaError
 from .db.migrations import migrate
 from .db.schema import COMPONENT, MIGRATIONS, SCHEMA_VERSION, prepare
 
-__all__ = ["DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
+__all__ = ["Dropped", "DatabaseSink", "SqliteSink", "PostgresSink", "JsonlSink", "read_jsonl", "record_of", "SchemaError",
            "COMPONENT", "MIGRATIONS", "SCHEMA_VERSION", "FTS_TOKENIZER", "migrate_torrents"]
 
 
 # The longest pause between two attempts to reach a database that went away (seconds).
 RECONNECT_PAUSE_MAX = 5.0
+
+
+class Dropped(Exception):
+    """A content rule drops the torrent: nothing of it was stored."""
+
+    def __init__(self, verdict: Any) -> None:
+        super().__init__(", ".join(r.label for r in verdict.rules))
+        self.verdict = verdict
+
+
+def merge_tags(tags: Optional[str], more: List[str]) -> str:
+    """Comma-separated tags with ``more`` added, each once."""
+    return ",".join(t for t in dict.fromkeys([*(tags or "").split(","), *more]) if t)
 
 
 def migrate_torrents(conn: Connection) -> int:
@@ -90,10 +104,12 @@ class DatabaseSink:
     re-established before the torrent is given up (and so not acknowledged), with a back-off
     while the server stays away (_reconnect)."""
 
-    def __init__(self, database: Database, *, max_files: Optional[int] = None) -> None:
+    def __init__(self, database: Database, *, max_files: Optional[int] = None, rules: Any = None) -> None:
         self.database = database
         self.path = database.describe()
         self.max_files = max_files
+        self.rules = rules  # app/rules.RuleSet: judged on each new torrent (drop raises Dropped)
+        self._rules_need_parse = bool(rules) and any(r.matcher in ("type", "resolution") for r in rules.rules)
         self._conn = database.connect()
         try:
             with self._conn.lock:
@@ -168,12 +184,14 @@ class DatabaseSink:
         self._pause = 0.0
         self.reconnects += 1
 
-    def merge_many(self, recs: List[dict]) -> int:
+    def merge_many(self, recs: List[dict]) -> Tuple[int, List[dict]]:
         """Merges records as merge() does, all in one transaction, and returns how many were
-        new. Records none of whose keys the database (or an earlier record of the list)
-        holds are inserted together, a statement per table for the lot; the others are
-        merged one by one after them, by merge()'s rules."""
+        new and the records a content rule dropped (nothing of them stored). Records none of
+        whose keys the database (or an earlier record of the list) holds are inserted
+        together, a statement per table for the lot; the others are merged one by one after
+        them, by merge()'s rules."""
         conn, d = self._conn, self._conn.dialect
+        dropped: List[dict] = []
         with conn.lock, conn.transaction():
             d.lock_identities(conn, [rec.get("info_hash_v1") or rec.get("info_hash_v2") or rec["info_hash"]
                                      for rec in recs])
@@ -185,37 +203,46 @@ class DatabaseSink:
             fresh, known = [], []
             for rec, ks in zip(recs, keys):
                 if held.isdisjoint(ks):
-                    fresh.append((rec, ks))
+                    try:
+                        fresh.append((rec, ks, self._judged(rec)))
+                    except Dropped:
+                        dropped.append(rec)
+                        continue
                     held.update(ks)
                 else:
                     known.append(rec)
             self._insert_many(fresh)
+            new = len(fresh)
             for rec in known:
-                self._merge(rec, False, None)
-        self.stored += len(fresh)
-        self.updated += len(known)
-        return len(fresh)
+                try:  # Dropped comes before _insert writes anything: the batch goes on
+                    new += self._merge(rec, False, None)
+                except Dropped:
+                    dropped.append(rec)
+        self.stored += new
+        self.updated += len(recs) - new - len(dropped)
+        return new, dropped
 
     def _insert_many(self, fresh: List[Any]) -> None:
-        """_insert() for many records at once (ids allocated first; swarm estimates kept)."""
+        """_insert() for many records at once, each with its _judged() columns (ids
+        allocated first; swarm estimates kept)."""
         if not fresh:
             return
         conn, d = self._conn, self._conn.dialect
         ids = d.allocate_ids(conn, len(fresh))
         conn.copy("torrents", ("id", "info_hash", "info_hash_v1", "info_hash_v2", "version", "name", "total_size",
                                "num_files", "piece_length", "private", "metadata_size", "first_seen", "last_seen",
-                               "peer", "times_seen", "seeders", "leechers", "scraped_at"),
+                               "peer", "times_seen", "seeders", "leechers", "scraped_at", *PARSED_COLUMNS, "hidden"),
                   [(tid, key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")),
                     r.get("version"), r["name"], r["total_size"], r["num_files"], r.get("piece_length"),
                     _bool(r.get("private")), r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]),
                     r.get("peer"), r.get("times_seen") or 1,
                     *((r.get("seeders"), r.get("leechers"), d.time(r["scraped_at"]))
-                      if r.get("scraped_at") is not None else (None, None, None)))
-                   for tid, (r, _ks) in zip(ids, fresh)])
-        stored = [(tid, r, self._files(r)) for tid, (r, _ks) in zip(ids, fresh)]
+                      if r.get("scraped_at") is not None else (None, None, None)), *judged)
+                   for tid, (r, _ks, judged) in zip(ids, fresh)])
+        stored = [(tid, r, self._files(r)) for tid, (r, _ks, _j) in zip(ids, fresh)]
         conn.copy("files", ("torrent", "idx", "path", "size"),
                   [(tid, i, path, size) for tid, _r, files in stored for i, (path, size) in enumerate(files)])
-        conn.copy("hashes", ("hash", "torrent"), [(k, tid) for tid, (_r, ks) in zip(ids, fresh) for k in ks])
+        conn.copy("hashes", ("hash", "torrent"), [(k, tid) for tid, (_r, ks, _j) in zip(ids, fresh) for k in ks])
         d.index_torrents(conn, [(tid, _text(r, files)) for tid, r, files in stored])
 
     def _files(self, r: dict) -> List[Any]:
@@ -245,16 +272,43 @@ class DatabaseSink:
                 also(conn)
         return found is None
 
+    def parsed_of(self, r: dict) -> Optional[dict]:
+        """The parsed columns to store with a new torrent: a dump's own, when they pass the
+        checks; None when the record asks to leave them to the backfill (``defer_parse``);
+        else parsed now (a crawl's torrent: its name, files and size)."""
+        if r.get("parsed") is not None:
+            kept = valid_parsed(r)
+            if kept is not None:
+                return kept
+        if r.get("defer_parse") and not self._rules_need_parse:
+            return None
+        return classify(r["name"], r["files"], r["total_size"])
+
+    def _judged(self, r: dict) -> Tuple[Any, ...]:
+        """A new torrent's parsed columns and ``hidden``, in PARSED_COLUMNS' order, after the
+        content rules: raises Dropped (before anything is written) when a rule drops it."""
+        parsed = dict(self.parsed_of(r) or {})
+        hidden = None
+        if self.rules:
+            verdict = self.rules.judge(r["name"], r["files"], r["total_size"], parsed)
+            if verdict.dropped:
+                raise Dropped(verdict)
+            if verdict.tags:
+                parsed["tags"] = merge_tags(parsed.get("tags"), verdict.tags)
+            hidden = 1 if verdict.hidden else None
+        return (*(parsed.get(c) for c in PARSED_COLUMNS), hidden)
+
     def _insert(self, r: dict) -> int:
         conn, d = self._conn, self._conn.dialect
         tid = conn.insert(
             "INSERT INTO torrents(info_hash, info_hash_v1, info_hash_v2, version, name, total_size, "
-            "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen, "
+            f"{', '.join(PARSED_COLUMNS)}, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+            + ", ?" * len(PARSED_COLUMNS) + ", ?)",
             (key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")), r.get("version"),
              r["name"], r["total_size"], r["num_files"], r.get("piece_length"), _bool(r.get("private")),
              r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]), r.get("peer"),
-             r.get("times_seen") or 1))
+             r.get("times_seen") or 1, *self._judged(r)))
         files = self._files(r)
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)",
                          [(tid, i, path, size) for i, (path, size) in enumerate(files)])

@@ -20,6 +20,9 @@ class StatusLine:
     """Redraws one line on a terminal every ``interval`` seconds (on a pipe or file it
     writes a full line every ``pipe_interval`` seconds instead)."""
 
+    #: Set by the crawl when content rules are on: their counts end the line.
+    rules: Any = None
+
     def __init__(self, crawler: Any, accepted: Callable[[], int], *, stream: Optional[IO[str]] = None,
                  interval: float = 1.0, pipe_interval: float = 10.0, hint_after: float = 20.0) -> None:
         self._crawler = crawler
@@ -60,7 +63,8 @@ class StatusLine:
                 f"  hashes {int(hashes)} ({(hashes - hashes_then) / span:.1f}/s)"
                 f"  fetched {int(fetched)} ({(fetched - fetched_then) * 60 / span:.1f}/min)"
                 f"  failed {int(failed)}  stored {self._accepted()}"
-                f"  in flight {int(_get(stats, 'metadata_in_flight'))}")
+                f"  in flight {int(_get(stats, 'metadata_in_flight'))}"
+                + (f"  {self.rules.summary()}" if self.rules else ""))
 
     def hint(self) -> str:
         """A one-time explanation when nobody has answered yet (an offline machine)."""

@@ -20,8 +20,8 @@ import pytest
 pytest.importorskip("starlette", reason="the serve extra (starlette, uvicorn) is not installed")
 jsonschema = pytest.importorskip("jsonschema")
 
-from conftest import ROOT, pg_schema_uri  # noqa: E402
-from webutil import CATALOGUE, Served, make_db  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from webutil import CATALOGUE, Served, make_db, served_postgresql  # noqa: E402
 
 from dhtcrawler.app.web import auth, categories  # noqa: E402
 
@@ -182,7 +182,7 @@ def attrs_of(item: ET.Element) -> Dict[str, list]:
     return out
 
 
-@pytest.mark.parametrize("function", ["search", "tvsearch", "movie"])
+@pytest.mark.parametrize("function", ["search", "tvsearch"])  # t=movie searches movies: test_torznab_arr.py
 def test_torznab_search_items(server: Served, function: str) -> None:
     channel, items = items_of(torznab(server, f"t={function}&q=show"))
     response = channel.find(f"{TZ}response")
@@ -200,7 +200,8 @@ def test_torznab_search_items(server: Served, function: str) -> None:
     attrs = attrs_of(item)
     # The spec's required attributes (size, category) and the torrent ones we know.
     assert attrs["size"] == [str(show.total_size)]
-    assert attrs["category"] == ["5000"]
+    assert attrs["category"] == ["5040", "5000"]  # its subcategory (720p: HD), then the parent
+    assert (attrs["season"], attrs["episode"], attrs["resolution"]) == (["1"], ["2"], ["720p"])
     assert attrs["infohash"] == [show.info_hash_v1]
     assert attrs["magneturl"][0].startswith(f"magnet:?xt=urn:btih:{show.info_hash_v1}")
     assert "seeders" not in attrs and "peers" not in attrs  # unknown: left out, not zero
@@ -208,7 +209,7 @@ def test_torznab_search_items(server: Served, function: str) -> None:
 
 def test_torznab_categories_and_filter(server: Served) -> None:
     _channel, items = items_of(torznab(server, "t=search&limit=100"))
-    by_title = {i.findtext("title"): attrs_of(i)["category"][0] for i in items}
+    by_title = {i.findtext("title"): attrs_of(i)["category"][-1] for i in items}  # the parent
     assert by_title["Big.Buck.Bunny.2008.1080p"] == "2000"
     assert by_title["Some.Show.S01E02.720p"] == "5000"
     assert by_title["Free Music Album"] == "3000"
@@ -302,34 +303,24 @@ def test_serve_store_postgresql() -> None:
     """The same API and Torznab over a fleet's PostgreSQL written through PostgresSink."""
     from urllib.parse import urlsplit
 
-    from dhtcrawler.sinks import PostgresSink
-
-    with pg_schema_uri("serve") as uri:
-        sink = PostgresSink(uri)
-        for t in CATALOGUE:
-            sink.add(t)
-        sink.close()
-        s = Served(["serve", "--store", uri, "--listen", "127.0.0.1:0"])
-        try:
-            password = urlsplit(uri).password
-            assert not password or f":{password}@" not in "".join(s.lines)  # the start line hides it
-            doc = get_json(s.url + "api/v1/search?q=album")
-            validate(doc, "search")
-            assert [r["name"] for r in doc["results"]] == ["Free Music Album"]
-            assert get_json(s.url + "api/v1/search?q=wonderland")["results"][0]["name"] == "Public Domain Books"
-            names = [r["name"] for r in get_json(s.url + "api/v1/search?q=filler&limit=20&sort=name")["results"]]
-            assert names == [f"filler torrent {k:02d}" for k in range(20)]
-            hybrid = next(t for t in CATALOGUE if t.version == "hybrid")
-            doc = get_json(s.url + f"api/v1/torrents/{hybrid.info_hash_v2}")
-            validate(doc, "torrent")
-            assert doc["name"] == hybrid.name and doc["files_truncated"] is False
-            stats = get_json(s.url + "api/v1/stats")
-            validate(stats, "stats")
-            assert stats["torrents"] == len(CATALOGUE) and stats["versions"]["hybrid"] == 1
-            _channel, items = items_of(torznab(s, "t=tvsearch&cat=5040&limit=100"))
-            assert [i.findtext("title") for i in items] == ["Some.Show.S01E02.720p"]
-        finally:
-            assert s.stop() == 0
+    with served_postgresql("serve", CATALOGUE) as (s, uri):
+        password = urlsplit(uri).password
+        assert not password or f":{password}@" not in "".join(s.lines)  # the start line hides it
+        doc = get_json(s.url + "api/v1/search?q=album")
+        validate(doc, "search")
+        assert [r["name"] for r in doc["results"]] == ["Free Music Album"]
+        assert get_json(s.url + "api/v1/search?q=wonderland")["results"][0]["name"] == "Public Domain Books"
+        names = [r["name"] for r in get_json(s.url + "api/v1/search?q=filler&limit=20&sort=name")["results"]]
+        assert names == [f"filler torrent {k:02d}" for k in range(20)]
+        hybrid = next(t for t in CATALOGUE if t.version == "hybrid")
+        doc = get_json(s.url + f"api/v1/torrents/{hybrid.info_hash_v2}")
+        validate(doc, "torrent")
+        assert doc["name"] == hybrid.name and doc["files_truncated"] is False
+        stats = get_json(s.url + "api/v1/stats")
+        validate(stats, "stats")
+        assert stats["torrents"] == len(CATALOGUE) and stats["versions"]["hybrid"] == 1
+        _channel, items = items_of(torznab(s, "t=tvsearch&cat=5040&limit=100"))
+        assert [i.findtext("title") for i in items] == ["Some.Show.S01E02.720p"]
 
 
 def test_serve_store_unreachable_is_a_start_failure(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ opens a torrent page and finds its file tree."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Iterator
 
@@ -112,3 +113,63 @@ def test_hostile_names_are_text_not_markup(browser: object, tmp_path: Path) -> N
         assert d.title != "owned"  # type: ignore[attr-defined]
     finally:
         assert s.stop() == 0
+
+
+def test_facets_filter_the_search(browser: object, tmp_path: Path) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    from test_torznab_arr import FIXTURE
+
+    db = make_db(tmp_path / "facets.sqlite", FIXTURE)
+    s = Served(["serve", "--db", str(db), "--listen", "127.0.0.1:0"])
+    try:
+        d = browser
+        wait = WebDriverWait(d, 20)
+        d.get(s.url)  # type: ignore[attr-defined]
+        wait.until(lambda _: len(rows(d)) == 20)
+        wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, "#type option")) > 3)  # type: ignore[attr-defined]
+        Select(d.find_element(By.ID, "type")).select_by_value("movie")  # type: ignore[attr-defined]
+        wait.until(EC.text_to_be_present_in_element((By.ID, "summary"), "4 torrents"))
+        Select(d.find_element(By.ID, "year")).select_by_value("1995")  # type: ignore[attr-defined]
+        wait.until(EC.text_to_be_present_in_element((By.ID, "summary"), "1 torrent"))
+        assert "type=movie" in d.current_url and "year=1995" in d.current_url  # type: ignore[attr-defined]
+        assert [r.find_element(By.CSS_SELECTOR, "a.name").text for r in rows(d)] == [
+            "Heat.1995.REMASTERED.1080p.BluRay.x264-AMIABLE"]
+        Select(d.find_element(By.ID, "year")).select_by_value("")  # type: ignore[attr-defined]
+        Select(d.find_element(By.ID, "type")).select_by_value("")  # type: ignore[attr-defined]
+        Select(d.find_element(By.ID, "resolution")).select_by_value("2160p")  # type: ignore[attr-defined]
+        wait.until(EC.text_to_be_present_in_element((By.ID, "summary"), "3 torrents"))
+        if os.environ.get("DHTC_SCREENSHOTS"):
+            d.save_screenshot(os.environ["DHTC_SCREENSHOTS"] + "/facets.png")  # type: ignore[attr-defined]
+
+        # The dashboard: `serve` alone draws what the database knows.
+        d.get(s.url + "dashboard")  # type: ignore[attr-defined]
+        wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, "#per_hour rect")) == 24)  # type: ignore[attr-defined]
+        assert len(d.find_elements(By.CSS_SELECTOR, "#per_minute rect")) == 60  # type: ignore[attr-defined]
+        wait.until(EC.text_to_be_present_in_element((By.ID, "size"), f"{len(FIXTURE)} torrents"))
+        assert d.find_element(By.ID, "no_live").is_displayed()  # type: ignore[attr-defined]
+        assert not d.find_element(By.ID, "live").is_displayed()  # type: ignore[attr-defined]
+    finally:
+        assert s.stop() == 0
+
+
+def test_the_dashboard_beside_a_crawl_draws_the_live_series(browser: object, tmp_path: Path) -> None:
+    """crawl --serve adds the funnel, failure classes and node pool from the crawler's metrics."""
+    from cliutil import Crawl
+    from conftest import unused_loopback_port
+
+    port = unused_loopback_port(socket.SOCK_STREAM)
+    crawl = Crawl("--db", str(tmp_path / "live.sqlite"), "--serve", f"127.0.0.1:{port}")
+    try:
+        crawl.endpoint()
+        d = browser
+        wait = WebDriverWait(d, 20)
+        d.get(f"http://127.0.0.1:{port}/dashboard")  # type: ignore[attr-defined]
+        wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, "#funnel rect")) == 5)  # type: ignore[attr-defined]
+        assert "discovered" in d.find_element(By.ID, "funnel").text  # type: ignore[attr-defined]
+        assert "pool" in d.find_element(By.ID, "pool").text  # type: ignore[attr-defined]
+        assert not d.find_element(By.ID, "no_live").is_displayed()  # type: ignore[attr-defined]
+        if os.environ.get("DHTC_SCREENSHOTS"):
+            d.save_screenshot(os.environ["DHTC_SCREENSHOTS"] + "/dashboard.png")  # type: ignore[attr-defined]
+    finally:
+        crawl.stop()

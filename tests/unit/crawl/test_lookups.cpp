@@ -49,7 +49,6 @@ struct fixture {
 
 TEST_SUITE("lookups") {
 
-TEST_SUITE("lookups") {
 
 TEST_CASE("a holder that timed out is asked again, first, without spending the lookup's queries") {
     fixture f;
@@ -159,4 +158,3 @@ TEST_CASE("lookup_retries 0: a lookup of timeouts alone is not run again") {
 
 } // TEST_SUITE
 
-} // TEST_SUITE

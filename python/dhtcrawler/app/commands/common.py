@@ -159,3 +159,22 @@ def db_flags(p: argparse.ArgumentParser, db_help: Optional[str] = None, store_he
     p.add_argument("--db", metavar="FILE.sqlite", help=db_help or f"the database (default ./{DEFAULT_DB})")
     p.add_argument("--store", metavar="postgresql://...",
                    help=store_help or "a fleet's PostgreSQL database, instead of --db")
+
+
+def rules_flags(p: argparse.ArgumentParser) -> None:
+    """--rules FILE (repeatable) and --no-default-rules: the content rules (docs/rules.md)."""
+    p.add_argument("--rules", action="append", default=[], metavar="FILE",
+                   help="content rules: drop, hide or tag torrents by keywords, regex, type, extension, size "
+                        "(docs/rules.md; repeatable; after the default rules)")
+    p.add_argument("--no-default-rules", action="store_true",
+                   help="without the default rules (well-known keywords of child sexual abuse material: drop)")
+
+
+def load_rules(args: argparse.Namespace) -> Any:
+    """The RuleSet the flags name; a bad rule is a usage error naming its file and line."""
+    from ..rules import RulesError, load
+
+    try:
+        return load(args.rules, defaults=not args.no_default_rules)
+    except RulesError as e:
+        raise UsageError(str(e)) from None

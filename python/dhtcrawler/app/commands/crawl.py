@@ -17,7 +17,8 @@ from ..acceptance import Acceptance
 from ..signals import Stopper
 from ..sinks import DatabaseSink, JsonlSink
 from ..status import StatusLine
-from .common import (DEFAULT_DB, EXIT_OK, StartError, UsageError, age, count, database, error_printer,
+from .common import (DEFAULT_DB, EXIT_OK, StartError, UsageError, age, count, database, error_printer, load_rules,
+                     rules_flags,
                      open_failure, port, positive_seconds, scrape_rate)
 from .serve import web_app, web_flags
 
@@ -45,6 +46,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--serve", metavar="HOST:PORT",
                        help="also serve the search page, API, Torznab and /metrics (see dhtcrawler serve)")
     web_flags(p)
+    rules_flags(p)
     p.add_argument("--quiet", action="store_true", help="no status line")
     p.add_argument("--scrape-rate", type=scrape_rate, default=30.0, metavar="N/min",
                        help="BEP-33 swarm refreshes of stored torrents, at most N a minute (never measured "
@@ -130,7 +132,7 @@ def _choose_retry_store(doc: Dict[str, Any], args: argparse.Namespace) -> None:
         _set_path(doc, ("retry", "store"), db.retry_store())
 
 
-def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
+def _serve_metrics(spec: Optional[str], text: Any) -> Any:
     if not spec:
         return None
     from ..metrics_server import MetricsServer, parse_host_port
@@ -140,7 +142,7 @@ def _serve_metrics(spec: Optional[str], crawler: Crawler) -> Any:
     except ValueError as e:
         raise UsageError(f"--metrics: {e}") from None
     try:
-        server = MetricsServer(address, crawler.metrics)
+        server = MetricsServer(address, text)
     except OSError as e:
         raise UsageError(f"--metrics {spec}: {e.strerror or e}") from None
     server.start()
@@ -152,7 +154,7 @@ def _open_sinks(args: argparse.Namespace) -> tuple:
     unreachable server is a start-up failure (exit 1); a bad file or path a usage error (2)."""
     where = database(args)
     try:
-        db = DatabaseSink(where, max_files=args.max_files)
+        db = DatabaseSink(where, max_files=args.max_files, rules=load_rules(args))
     except Exception as e:  # sqlite3.Error, DatabaseError, SchemaError, OSError
         raise open_failure(where, e) from None
     try:
@@ -189,12 +191,18 @@ def run(args: argparse.Namespace) -> int:
 
             scraper = SwarmScraper(crawler, db, args.scrape_rate, refresh_after=args.scrape_every)
             store.on_new = scraper.request
-        metrics = _serve_metrics(args.metrics, crawler)
+        rules = db.rules
+
+        def metrics_text() -> str:  # the library's, then the content rules' counters
+            return crawler.metrics() + (rules.metrics() if rules else "")
+
+        metrics = _serve_metrics(args.metrics, metrics_text)
         if args.serve:
-            web = web_app(args, db.database, crawler.metrics, args.serve, "--serve")
+            web = web_app(args, db.database, metrics_text, args.serve, "--serve", rules=rules)
             web.start()
         if not args.quiet:
             status = StatusLine(crawler, lambda: store.accepted)
+            status.rules = rules
         store.report = error_printer(status)
         crawler.on_error(store.report)
         if scraper is not None:

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ..._errors import StoreError
-from .common import EXIT_OK, UsageError, database, db_flags, open_failure
+from .common import EXIT_OK, UsageError, database, db_flags, load_rules, open_failure, rules_flags
 
 
 def add_parser(sub: Any) -> None:
@@ -19,6 +19,7 @@ def add_parser(sub: Any) -> None:
     db_flags(p)
     p.add_argument("--refetch", action="store_true",
                    help="do not mark the imported hashes delivered (a crawl fetches them again)")
+    rules_flags(p)
     p.set_defaults(run=run)
 
 
@@ -31,10 +32,11 @@ def run(args: argparse.Namespace) -> int:
     for path in args.files:
         if path != "-" and not os.path.isfile(path):
             raise UsageError(f"{path}: no such file")
+    rules = load_rules(args)
     started = time.monotonic()
     try:
         with progress("importing") as shown:
-            counts = import_files(db, args.files, refetch=args.refetch, progress=shown)
+            counts = import_files(db, args.files, refetch=args.refetch, progress=shown, rules=rules)
     except DumpError as e:
         raise UsageError(str(e)) from None
     except StoreError as e:  # the retry store could not be created or migrated
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{type(e).__name__}: {e}") from None
     secs = time.monotonic() - started
     print(f"dhtcrawler: imported {counts['read']} torrents into {db.describe()} ({counts['new']} new, "
-          f"{counts['merged']} merged) in {secs:.1f} s" + ("" if args.refetch else "; marked delivered"),
+          f"{counts['merged']} merged, {counts['dropped']} dropped by rules, {counts['parsed']} names parsed) "
+          f"in {secs:.1f} s"
+          + ("" if args.refetch else "; marked delivered"),
           file=sys.stderr)
     return EXIT_OK

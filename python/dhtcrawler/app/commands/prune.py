@@ -7,13 +7,17 @@ import argparse
 import sys
 from typing import Any
 
-from .common import EXIT_OK, UsageError, age, count, database, db_flags, human_size, open_failure, size
+from .common import (EXIT_OK, UsageError, age, count, database, db_flags, human_size, load_rules, open_failure,
+                     rules_flags, size)
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("prune", help="remove torrents by age or size, or keep the top N (--dry-run lists them)")
     db_flags(p)
     rule = p.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--apply-rules", action="store_true",
+                      help="apply the content rules (the default set and --rules FILE) to every torrent held: "
+                           "drop removes, hide hides, tag tags")
     rule.add_argument("--older-than", type=age, metavar="AGE",
                       help="remove torrents last seen longer ago than AGE (90s, 30m, 12h, 30d, 2w)")
     rule.add_argument("--max-size", type=size, metavar="SIZE",
@@ -21,6 +25,7 @@ def add_parser(sub: Any) -> None:
     rule.add_argument("--keep-top", type=count, metavar="N",
                       help="keep the N best (largest measured swarm, then most often and latest seen)")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed; change nothing")
+    rules_flags(p)
     p.set_defaults(run=run)
 
 
@@ -39,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:  # sqlite3.Error, DatabaseError, SchemaError
         raise open_failure(db, e) from None
     try:
+        if args.apply_rules:
+            return _apply_rules(args, sink)
         try:
             selected = P.plan(sink, older_than=args.older_than, max_size=args.max_size, keep_top=args.keep_top)
         except P.PruneError as e:
@@ -61,3 +68,22 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         sink.close()
+
+
+def _apply_rules(args: argparse.Namespace, sink: Any) -> int:
+    """prune --apply-rules: lists the torrents the rules drop (as the other rules list what
+    they remove), then carries out drop, hide and tag unless --dry-run."""
+    from .. import prune as P
+
+    rules = load_rules(args)
+    selected = P.plan_rules(sink, rules)
+    for v in selected.drop.victims:
+        print(f"{v.info_hash}\t{v.last_seen}\t{v.times_seen}\t{v.name}")
+    if args.dry_run:
+        print(f"dhtcrawler prune: the rules would remove {len(selected.drop.victims)}, hide {len(selected.hide)} "
+              f"and tag {len(selected.tag)} of {selected.drop.torrents} torrents", file=sys.stderr)
+        return EXIT_OK
+    removed, hidden, tagged = P.apply_rules(sink, selected)
+    print(f"dhtcrawler prune: the rules removed {removed}, hid {hidden} and tagged {tagged} of "
+          f"{selected.drop.torrents} torrents; {rules.summary()}", file=sys.stderr)
+    return EXIT_OK

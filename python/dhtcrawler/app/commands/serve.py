@@ -10,7 +10,8 @@ from typing import Any, Callable, Optional
 
 from ... import __version__
 from ..db import Database
-from .common import DEFAULT_DB, EXIT_OK, StartError, UsageError, database, db_flags, open_failure
+from .common import (DEFAULT_DB, EXIT_OK, StartError, UsageError, database, db_flags, load_rules, open_failure,
+                     rules_flags)
 
 
 def add_parser(sub: Any) -> None:
@@ -19,6 +20,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:8080)")
     web_flags(p)
+    rules_flags(p)
     p.set_defaults(run=run)
 
 
@@ -30,7 +32,7 @@ def web_flags(p: argparse.ArgumentParser) -> None:
 
 
 def web_app(args: argparse.Namespace, db: Database, metrics: Optional[Callable[[], str]], spec: str,
-            flag: str) -> Any:
+            flag: str, rules: Any = None) -> Any:
     """The web server for ``serve`` and ``crawl --serve`` over ``db``: its address parsed,
     its key chosen (printed once when generated), its socket bound. Usage errors exit 2; an
     unreachable --store server is a start-up failure (exit 1)."""
@@ -60,7 +62,7 @@ def web_app(args: argparse.Namespace, db: Database, metrics: Optional[Callable[[
             conn.close()
     except Exception as e:  # sqlite3.Error (not a crawl database), DatabaseError
         raise open_failure(db, e) from None
-    app = create_app(db, api_key=key, metrics=metrics, version=__version__)
+    app = create_app(db, api_key=key, metrics=metrics, version=__version__, rules=rules)
     try:
         return WebServer(app, address)
     except OSError as e:
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     db = database(args, exclusive="give --db or --store, not both")
     if not db.exists():
         raise UsageError(f"--db {db.target}: no such file (crawl into it first)")
-    server = web_app(args, db, None, args.listen, "--listen")
+    rules = load_rules(args)
+    server = web_app(args, db, None, args.listen, "--listen", rules=rules)
     print(f"dhtcrawler {__version__}: serving {db.describe()} on {server.url}", file=sys.stderr, flush=True)
     # uvicorn stops on SIGINT/SIGTERM and passes the signal on: to these, so the exit is clean.
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -270,6 +270,34 @@ _PG_SEARCH_INDEXES = (
     *_SORT_INDEXES,
     "DROP INDEX CONCURRENTLY IF EXISTS torrents_name_trgm",
 )
+# ---- the indexer (issue 34): release names parsed at ingest --------------------------------
+# One entry, PARSED_NAMES, appended last: after the scale issue's (33) versions when both
+# land (its number is its place in MIGRATIONS; nothing else names it).
+# What app/classify.py decides from a torrent's name, files and size (NULL everywhere until
+# parsed: `parsed` is the classifier's version, NULL = not yet, to the backfill).
+_PARSED_COLUMNS = (("content_type", "TEXT", "TEXT"), ("category", "INTEGER", "INTEGER"), ("title", "TEXT", "TEXT"),
+                   ("year", "INTEGER", "INTEGER"), ("season", "INTEGER", "INTEGER"),
+                   ("season_end", "INTEGER", "INTEGER"), ("episode", "INTEGER", "INTEGER"),
+                   ("episode_end", "INTEGER", "INTEGER"), ("resolution", "TEXT", "TEXT"), ("source", "TEXT", "TEXT"),
+                   ("video_codec", "TEXT", "TEXT"), ("release_group", "TEXT", "TEXT"),
+                   ("languages", "TEXT", "TEXT"), ("tags", "TEXT", "TEXT"), ("parsed", "INTEGER", "INTEGER"),
+                   # 1: a content rule hid it (app/rules.py): kept, never served
+                   ("hidden", "INTEGER", "INTEGER"))
+# The Torznab feeds: the newest of a content type (cat=5000) or a subcategory (cat=5040).
+# Built inside the migration's transaction, not online: an online build (Index, outside a
+# transaction) waits for every open transaction, and a fleet's second crawler holds one
+# while it waits for the schema lock the first holds (the retry store's runner takes it
+# inside its transaction): a deadlock (test_cli_store's fleet test found it).
+_PARSED_INDEXES = ("CREATE INDEX IF NOT EXISTS torrents_by_type ON torrents (content_type, first_seen)",
+                   "CREATE INDEX IF NOT EXISTS torrents_by_category ON torrents (category, first_seen)")
+PARSED_NAMES = Migration(
+    "release names parsed at ingest: content type, Torznab category, title, year, seasons, episodes, "
+    "resolution, source, video codec, release group, languages, tags; hidden by a content rule; "
+    "indexes for the feeds by type",
+    sqlite=(*(f"ALTER TABLE torrents ADD COLUMN {name} {lite}" for name, lite, _pg in _PARSED_COLUMNS),
+            *_PARSED_INDEXES),
+    postgresql=("ALTER TABLE torrents " + ", ".join(f"ADD COLUMN {name} {pg}" for name, _lite, pg in _PARSED_COLUMNS),
+                *_PARSED_INDEXES))
 
 MIGRATIONS: Sequence[Migration] = (
     *_joined(_SQLITE, _POSTGRESQL),
@@ -280,6 +308,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration("indexes for search, its filters and sorts (PostgreSQL: built online)",
               sqlite=(Index("torrents_by_first_seen", "torrents", "first_seen"), *_SORT_INDEXES),
               postgresql=_PG_SEARCH_INDEXES, transactional=False),
+    PARSED_NAMES,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

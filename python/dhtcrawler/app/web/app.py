@@ -4,6 +4,7 @@ beside a crawl, /metrics. See docs/api.md."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
@@ -14,6 +15,10 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..classify import CONTENT_TYPES
+from .. import search as _search
+from ..search import QueryError
+from .dashboard import dashboard_series
 from . import auth, categories, queries as default_queries, torznab
 
 HERE = Path(__file__).resolve().parent
@@ -85,7 +90,8 @@ class AuthMiddleware:
 
 
 def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Callable[[], str]] = None,
-               queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "") -> Any:
+               queries: ModuleType = default_queries, title: str = "dhtcrawler", version: str = "",
+               rules: Any = None) -> Any:
     """The ASGI application over ``db`` (a dhtcrawler.app.db.Database: a crawl's SQLite file
     or a fleet's PostgreSQL, read-only; SQLite one connection per request: cheap, and safe beside a
     crawl writing the same database; PostgreSQL's kept between requests); ``api_key``, when
@@ -94,6 +100,14 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
 
     idle: List[Any] = []  # PostgreSQL connections kept for the next requests
     idle_lock = threading.Lock()
+
+    def served(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The content rules at serve time too (for rules newer than the rows: prune
+        --apply-rules then makes it stick): what they drop or hide is never served."""
+        if not rules:
+            return rows
+        return [r for r in rows if rules.judge(r["name"], [(r["name"], r["total_size"])], r["total_size"], r,
+                                               count=False).action is None]
 
     def with_conn(fn: Callable[[Any], Any]) -> Any:
         # A SQLite file is opened per request (cheap). A PostgreSQL connection costs a TCP
@@ -132,23 +146,44 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
             sort = request.query_params.get("sort") or default_queries.DEFAULT_SORT
             if sort not in queries.SORTS:
                 raise BadParameter("sort", f"sort must be one of {', '.join(queries.SORTS)}, got {sort!r}")
+            filters = _api_filters(request)
         except BadParameter as e:
             return _bad(e)
-        page = with_conn(lambda c: queries.search_page(c, q, limit, offset, sort))
+        try:
+            page = with_conn(lambda c: queries.search_page(c, q, limit, offset, sort, **filters))
+        except QueryError as e:
+            return _bad(BadParameter("q", str(e)))
         return JSONResponse({"query": q, "sort": sort, "limit": limit, "offset": offset, "total": page.total,
-                             "total_is_estimate": page.total_is_estimate, "results": page.rows})
+                             "total_is_estimate": page.total_is_estimate, "results": served(page.rows)})
 
     def api_torrent(request: Request) -> Response:
         info_hash = request.path_params["info_hash"].lower()
         if not queries.is_info_hash(info_hash):
             return _bad(BadParameter("info_hash", "info_hash must be 40 or 64 hex digits"))
         doc = with_conn(lambda c: queries.torrent(c, info_hash))
+        if doc is not None and not served([doc]):
+            doc = None
         if doc is None:
             return _not_found(f"no torrent {info_hash}")
         return JSONResponse(doc)
 
     def api_stats(_request: Request) -> Response:
         return JSONResponse(with_conn(queries.stats))
+
+    def api_facets(_request: Request) -> Response:
+        return JSONResponse(with_conn(_search.facets))
+
+    def api_dashboard(_request: Request) -> Response:
+        """What the dashboard draws: arrivals and size from the database; beside a crawl
+        (metrics given), the pipeline funnel, failure classes, node pool and refusals."""
+        doc = with_conn(lambda c: _search.arrivals(c, int(time.time())))
+        doc["live"] = None
+        if metrics is not None:
+            try:
+                doc["live"] = dashboard_series(metrics())
+            except Exception:  # noqa: BLE001 - the crawler is closing: the database's part only
+                pass
+        return JSONResponse(doc)
 
     def xml(body: bytes, status: int = 200, rss: bool = False) -> Response:
         return Response(body, status_code=status,
@@ -167,22 +202,31 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
             limit = _int(request, "limit", torznab.DEFAULT_LIMIT, 0, torznab.MAX_LIMIT) or torznab.DEFAULT_LIMIT
             offset = _int(request, "offset", 0, 0, MAX_OFFSET)
             wanted = _categories(request.query_params.get("cat", ""))
+            filters = _torznab_filters(request)
         except BadParameter as e:
             return xml(torznab.error(torznab.INCORRECT_PARAMETER, f"Incorrect parameter ({e})"), 400)
-        # tvsearch and movie are answered as a q search (season/ep/ids are not indexed).
+        default_cat = torznab.SEARCH_FUNCTIONS[t]
+        if not wanted and default_cat is not None:
+            wanted = [default_cat]  # tvsearch without cat: TV
+        # Categories, season, episode and year filter inside the query: a page of N is N
+        # matches, and total counts them. Without words: the newest first (the RSS feed).
         sort = default_queries.DEFAULT_SORT if q else "first_seen"
 
         def run(conn: Any) -> Tuple[int, List[Tuple[Dict[str, Any], int]]]:
-            total, rows = queries.search(conn, q, limit, offset, sort)  # an estimate above the window
+            # total: an estimate above the search's candidate window, as in the JSON API
+            total, rows = queries.search(conn, q, limit, offset, sort, categories=wanted or None, **filters)
             items = []
-            for row in rows:
-                cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
-                # A torrent's category is a parent (5000); a client asking for 5040 wants it too.
-                if not wanted or cat in wanted or cat in {w // 1000 * 1000 for w in wanted}:
-                    items.append((row, cat))
+            for row in served(rows):
+                cat = row.get("category")
+                if cat is None:  # not parsed yet (the backfill has not reached it): from its files
+                    cat = categories.category(row["name"], queries.largest_files(conn, row["info_hash"], 500))
+                items.append((row, cat))
             return total, items
 
-        total, items = with_conn(run)
+        try:
+            total, items = with_conn(run)
+        except QueryError as e:  # a database from before the parsed names: run reparse
+            return xml(torznab.error(torznab.INCORRECT_PARAMETER, f"Incorrect parameter ({e})"), 400)
         base = str(request.base_url).rstrip("/")
         return xml(torznab.feed(title, base + "/", offset, total, items), rss=True)
 
@@ -205,6 +249,9 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         Route("/api/v1/search", api_search),
         Route("/api/v1/torrents/{info_hash}", api_torrent),
         Route("/api/v1/stats", api_stats),
+        Route("/api/v1/facets", api_facets),
+        Route("/api/v1/dashboard", api_dashboard),
+        Route("/dashboard", page("dashboard.html")),
         Route("/torznab/api", torznab_api),
         Route("/torznab/api/", torznab_api),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
@@ -213,6 +260,48 @@ def create_app(db: Any, *, api_key: Optional[str] = None, metrics: Optional[Call
         routes.append(Route("/metrics", metrics_text))
     app = Starlette(routes=routes)
     return AuthMiddleware(app, api_key)
+
+
+def _torznab_filters(request: Request) -> Dict[str, Any]:
+    """season, ep and year as the *arr apps send them. A daily show's episode ("06/12") is
+    not a number the database holds: season and ep are then not applied."""
+    out: Dict[str, Any] = {}
+    ep = request.query_params.get("ep", "")
+    season = request.query_params.get("season", "")
+    if ep and not ep.isdigit():
+        return out
+    if season:
+        out["season"] = _int(request, "season", 0, 0, 9999)
+    if ep:
+        out["episode"] = _int(request, "ep", 0, 0, 9999)
+    if request.query_params.get("year"):
+        out["year"] = _int(request, "year", 0, 1800, 2100)
+    return out
+
+
+def _api_filters(request: Request) -> Dict[str, Any]:
+    """The JSON API's filters on the parsed name: type (comma-separated content types), cat,
+    season, episode, year, resolution."""
+    out: Dict[str, Any] = {}
+    types = [t for t in request.query_params.get("type", "").split(",") if t]
+    for t in types:
+        if t not in CONTENT_TYPES:
+            raise BadParameter("type", f"type must be among {', '.join(CONTENT_TYPES)}, got {t!r}")
+    if types:
+        out["content_type"] = types
+    cats = _categories(request.query_params.get("cat", ""))
+    if cats:
+        out["categories"] = cats
+    for name, key, lo, hi in (("season", "season", 0, 9999), ("episode", "episode", 0, 9999),
+                              ("year", "year", 1800, 2100)):
+        if request.query_params.get(name):
+            out[key] = _int(request, name, 0, lo, hi)
+    resolution = request.query_params.get("resolution", "")
+    if resolution:
+        if len(resolution) > 16:
+            raise BadParameter("resolution", "resolution is at most 16 characters (e.g. 1080p)")
+        out["resolution"] = resolution
+    return out
 
 
 def _categories(text: str) -> List[int]:

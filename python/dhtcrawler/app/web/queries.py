@@ -35,20 +35,23 @@ def is_info_hash(text: str) -> bool:
 
 
 def search(conn: Any, q: str, limit: int, offset: int,
-           sort: str = DEFAULT_SORT) -> Tuple[int, List[Dict[str, Any]]]:
+           sort: str = DEFAULT_SORT, **filters: Any) -> Tuple[int, List[Dict[str, Any]]]:
     """Torrents matching the first MAX_QUERY_WORDS words of ``q`` (every torrent for an
     empty ``q``): (number of matches, one page). ``name`` sorts A to Z, the others best,
-    largest or newest first."""
-    page = search_page(conn, q, limit, offset, sort)
+    largest or newest first. ``filters``: dhtcrawler.app.search.search_page's content_type,
+    categories, season, episode, year, resolution."""
+    page = search_page(conn, q, limit, offset, sort, **filters)
     return page.total, page.rows
 
 
-def search_page(conn: Any, q: str, limit: int, offset: int, sort: str = DEFAULT_SORT) -> "_search.Page":
+def search_page(conn: Any, q: str, limit: int, offset: int, sort: str = DEFAULT_SORT,
+                **filters: Any) -> "_search.Page":
     """search()'s answer with ``total_is_estimate``: ``total`` is exact up to the search's
     candidate window, an estimate above it (dhtcrawler.app.search.search_page)."""
     if sort not in SORTS:
         raise ValueError(f"unknown sort {sort!r}")
-    return _search.search_page(conn, q, limit=limit, offset=offset, sort=sort, max_words=MAX_QUERY_WORDS)
+    return _search.search_page(conn, q, limit=limit, offset=offset, sort=sort, max_words=MAX_QUERY_WORDS,
+                               **filters)
 
 
 def largest_files(conn: Any, info_hash: str, limit: int) -> List[Tuple[str, int]]:

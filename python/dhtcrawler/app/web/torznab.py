@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from email.utils import format_datetime
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from . import categories
+from ..classify import CATEGORY_NAMES
 
 NS = "http://torznab.com/schemas/2015/feed"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -18,7 +18,8 @@ ET.register_namespace("atom", ATOM)
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
-SEARCH_FUNCTIONS = ("search", "tvsearch", "movie")
+# Each search function and the category it searches when the request names none.
+SEARCH_FUNCTIONS = {"search": None, "tvsearch": 5000, "movie": 2000, "music": 3000, "book": 7000}
 
 # Newznab error codes.
 INCORRECT_CREDENTIALS = 100
@@ -40,14 +41,18 @@ def caps(title: str, version: str) -> bytes:
     ET.SubElement(root, "server", version=version, title=title)
     ET.SubElement(root, "limits", max=str(MAX_LIMIT), default=str(DEFAULT_LIMIT))
     searching = ET.SubElement(root, "searching")
-    ET.SubElement(searching, "search", available="yes", supportedParams="q")
-    ET.SubElement(searching, "tv-search", available="yes", supportedParams="q")
-    ET.SubElement(searching, "movie-search", available="yes", supportedParams="q")
-    for name in ("music-search", "audio-search", "book-search"):
-        ET.SubElement(searching, name, available="no", supportedParams="q")
+    # What the database query honours (season, ep and year are parsed at ingest; no ids).
+    for name, params in (("search", "q"), ("tv-search", "q,season,ep"), ("movie-search", "q,year"),
+                         ("music-search", "q"), ("audio-search", "q"), ("book-search", "q")):
+        ET.SubElement(searching, name, available="yes", supportedParams=params)
     cats = ET.SubElement(root, "categories")
-    for cid, name in sorted(categories.NAMES.items()):
-        ET.SubElement(cats, "category", id=str(cid), name=name)
+    parent = None
+    for cid, name in sorted(CATEGORY_NAMES.items()):
+        if cid % 1000 == 0:
+            parent = ET.SubElement(cats, "category", id=str(cid), name=name)
+        else:
+            assert parent is not None
+            ET.SubElement(parent, "subcat", id=str(cid), name=name)
     return _xml(root)
 
 
@@ -81,13 +86,19 @@ def feed(title: str, link: str, offset: int, total: int,
         ET.SubElement(item, "category").text = str(cat)
         ET.SubElement(item, "enclosure", url=row["magnet"], length=str(row["total_size"]),
                       type="application/x-bittorrent;x-scheme-handler/magnet")
-        attrs: List[Tuple[str, Optional[Any]]] = [
-            ("category", cat), ("size", row["total_size"]), ("files", row["num_files"]),
+        attrs: List[Tuple[str, Optional[Any]]] = [("category", cat)]
+        if cat % 1000:
+            attrs.append(("category", cat // 1000 * 1000))  # the parent too, as the apps filter on either
+        attrs += [
+            ("size", row["total_size"]), ("files", row["num_files"]),
             ("infohash", row["info_hash_v1"] or row["info_hash"]), ("magneturl", row["magnet"]),
             ("seeders", row.get("seeders")), ("leechers", row.get("leechers")),
         ]
         if row.get("seeders") is not None and row.get("leechers") is not None:
             attrs.append(("peers", row["seeders"] + row["leechers"]))
+        # What the name says (parsed at ingest), left out when unknown.
+        attrs += [("season", row.get("season")), ("episode", row.get("episode")), ("year", row.get("year")),
+                  ("resolution", row.get("resolution")), ("tag", row.get("tags"))]
         for name, value in attrs:
             if value is not None:  # unknown swarm counts are left out, not given as 0
                 ET.SubElement(item, f"{{{NS}}}attr", name=name, value=str(value))

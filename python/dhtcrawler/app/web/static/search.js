@@ -1,6 +1,8 @@
 "use strict";
 const PAGE = 20;
-const state = {q: "", sort: "relevance", offset: 0};
+const state = {q: "", sort: "relevance", offset: 0, type: "", resolution: "", year: ""};
+const FACETS = ["type", "resolution", "year"];  // the selects; the API's facet names below
+const FACET_OF = {type: "content_type", resolution: "resolution", year: "year"};
 let seq = 0, timer = null;
 
 function readURL() {
@@ -8,6 +10,7 @@ function readURL() {
   state.q = p.get("q") || "";
   state.sort = p.get("sort") || "relevance";
   state.offset = Math.max(0, parseInt(p.get("offset") || "0", 10) || 0);
+  for (const f of FACETS) state[f] = p.get(f) || "";
   document.getElementById("q").value = state.q;
   document.getElementById("sort").value = state.sort;
 }
@@ -17,6 +20,7 @@ function writeURL() {
   if (state.q) p.set("q", state.q);
   if (state.sort !== "relevance") p.set("sort", state.sort);
   if (state.offset) p.set("offset", String(state.offset));
+  for (const f of FACETS) if (state[f]) p.set(f, state[f]);
   const s = p.toString();
   history.replaceState(null, "", s ? "?" + s : location.pathname);
 }
@@ -45,8 +49,9 @@ function row(t) {
 async function run() {
   const mine = ++seq;
   writeURL();
-  const url = "/api/v1/search?" + new URLSearchParams({q: state.q, sort: state.sort, limit: PAGE,
-                                                       offset: state.offset});
+  const params = new URLSearchParams({q: state.q, sort: state.sort, limit: PAGE, offset: state.offset});
+  for (const f of FACETS) if (state[f]) params.set(f, state[f]);
+  const url = "/api/v1/search?" + params;
   const summary = document.getElementById("summary");
   let doc;
   try {
@@ -90,6 +95,26 @@ document.getElementById("next").addEventListener("click", () => {
   state.offset += PAGE;
   run();
 });
+
+// The facets: each value with its count (of every torrent served), as the selects' options.
+getJSON("/api/v1/facets").then((doc) => {
+  for (const f of FACETS) {
+    const select = document.getElementById(f);
+    for (const v of doc[FACET_OF[f]] || []) {
+      const o = el("option", String(v.value).replace("_", " ") + " (" + v.count + ")");
+      o.value = String(v.value);
+      select.appendChild(o);
+    }
+    select.value = state[f];
+  }
+}).catch(() => {});
+for (const f of FACETS) {
+  document.getElementById(f).addEventListener("change", (e) => {
+    state[f] = e.target.value;
+    state.offset = 0;
+    run();
+  });
+}
 
 readURL();
 run();
