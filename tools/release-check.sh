@@ -16,6 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dist=$root/dist work=$root/build/release-check
 here=$root/tools/release
 . "$here/podman.sh"
+podman image exists debian:bookworm-slim && podman_configure debian:bookworm-slim
 tools=$root/build/release-tools/bin
 passed=0 failed=0
 ok() { echo "release-check: ok: $*"; passed=$((passed + 1)); }

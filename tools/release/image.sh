@@ -10,12 +10,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 dist=$(realpath "$1") version=$2
 . "$root/tools/release/podman.sh"
 
-if ! "${PODMAN[@]}" image exists debian:bookworm-slim; then
+if ! podman image exists debian:bookworm-slim; then
   base=$(mktemp -d)
   bash "$root/tools/release/minimal-root.sh" "$base/root"
-  tar -C "$base/root" -c . | "${PODMAN[@]}" import - debian:bookworm-slim
+  tar -C "$base/root" -c . | podman import - debian:bookworm-slim
   rm -rf "$base"
 fi
+podman_configure debian:bookworm-slim
 
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
@@ -26,8 +27,8 @@ cp "$dist"/dhtcrawler-"$version"-cp311-cp311-manylinux_*.whl "$context/wheels/"
   --implementation cp --python-version 311 --platform manylinux_2_35_x86_64 --platform manylinux2014_x86_64 \
   --platform linux_x86_64 --find-links "$context/wheels" "dhtcrawler[serve,postgresql,zstd]==$version" 'psycopg[binary]'
 
-"${PODMAN[@]}" build "${PODMAN_ULIMIT[@]}" --network host -t "dhtcrawler:$version" -f "$context/Dockerfile" "$context"
-"${PODMAN[@]}" build "${PODMAN_ULIMIT[@]}" --network host -t "dhtcrawler-postgres:$version" -f "$context/postgres.Dockerfile" "$context"
+podman build --network host -t "dhtcrawler:$version" -f "$context/Dockerfile" "$context"
+podman build --network host -t "dhtcrawler-postgres:$version" -f "$context/postgres.Dockerfile" "$context"
 rm -f "$dist/dhtcrawler-image-$version.oci.tar"
-"${PODMAN[@]}" save --format oci-archive -o "$dist/dhtcrawler-image-$version.oci.tar" "dhtcrawler:$version"
+podman save --format oci-archive -o "$dist/dhtcrawler-image-$version.oci.tar" "dhtcrawler:$version"
 cp "$root/compose.yaml" "$dist/"
