@@ -41,6 +41,7 @@ echo "image size: $(podman image inspect "dhtcrawler:$version" --format '{{.Size
 [ -x "$tools/podman-compose" ] || "$tools/pip" install -q --disable-pip-version-check 'podman-compose>=1.1'
 export PATH=$tools:$PATH
 line=$(bash "$here/readme-lines.sh" compose)
+(cd "$dist" && podman-compose --profile fleet down -v) >/dev/null 2>&1 # what an earlier run left
 (cd "$dist" && timed bash -c "$line") >"$work/compose.log" 2>&1 || { bad "compose: $line"; tail -20 "$work/compose.log"; }
 healthy=0
 for _ in $(seq 60); do
