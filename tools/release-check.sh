@@ -41,7 +41,7 @@ echo "image size: $(podman image inspect "dhtcrawler:$version" --format '{{.Size
 [ -x "$tools/podman-compose" ] || "$tools/pip" install -q --disable-pip-version-check 'podman-compose>=1.1'
 export PATH=$tools:$PATH
 line=$(bash "$here/readme-lines.sh" compose)
-(cd "$dist" && podman-compose --profile fleet down -v) >/dev/null 2>&1 # what an earlier run left
+(cd "$dist" && DHTCRAWLER_API_KEY=unused podman-compose --profile fleet down -v) >/dev/null 2>&1 # what an earlier run left
 (cd "$dist" && timed bash -c "$line") >"$work/compose.log" 2>&1 || { bad "compose: $line"; tail -20 "$work/compose.log"; }
 healthy=0
 for _ in $(seq 60); do
@@ -64,7 +64,7 @@ if [ -n "$crawler" ]; then
   stored=$(podman exec "$pg" psql -U dhtcrawler -h 127.0.0.1 -d dhtcrawler -tAc 'SELECT count(*) FROM torrents' 2>/dev/null || echo 0)
   if [ "${stored:-0}" -gt 0 ]; then ok "compose: $stored torrents stored in the fleet's PostgreSQL"; else bad "compose: no torrent in PostgreSQL"; tail -20 "$work/fleet-crawl.log"; fi
 fi
-(cd "$dist" && podman-compose --profile fleet down -v) >/dev/null 2>&1
+(cd "$dist" && DHTCRAWLER_API_KEY=unused podman-compose --profile fleet down -v) >/dev/null 2>&1
 
 # --- the SDK in a root with gcc and Go ---------------------------------------------------------------
 sysroot=$work/root
