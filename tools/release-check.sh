@@ -45,6 +45,11 @@ line=$(bash "$here/readme-lines.sh" compose)
 (cd "$dist" && timed bash -c "$line") >"$work/compose.log" 2>&1 || { bad "compose: $line"; tail -20 "$work/compose.log"; }
 healthy=0
 for _ in $(seq 60); do
+  # Podman runs healthchecks from systemd timers; without systemd (a container or chroot) they
+  # are run here.
+  for c in $(podman ps --filter label=io.podman.compose.project=dhtcrawler --format '{{.Names}}'); do
+    podman healthcheck run "$c" >/dev/null 2>&1 || true
+  done
   states=$(podman ps --filter label=io.podman.compose.project=dhtcrawler --format '{{.Names}} {{.Status}}')
   grep -q 'postgres.*(healthy)' <<<"$states" && grep -q 'fleet-crawler.*Up' <<<"$states" && { healthy=1; break; }
   sleep 2
