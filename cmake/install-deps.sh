@@ -14,6 +14,7 @@ PACKAGES=(
   binutils
   chromium chromium-driver
   iproute2 util-linux
+  debootstrap
 )
 
 missing=()

@@ -10,6 +10,10 @@
 #   sanitize  the test targets under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the multi-threaded tests (C ABI, snapshots, pipeline) under ThreadSanitizer
 #   fuzz      every libFuzzer target for DHTC_FUZZ_SECONDS (default 30) each
+#   release   tools/release.sh --no-image on the build stage's tree (wheels, jar, SDK in dist/),
+#             then tools/release/check-minimal-root.sh: in a minimal Debian 12 root with no
+#             compiler and no -dev package, the README's install lines, the offline demo from
+#             the wheel, the jar crawling the SDK's test network, auditwheel show
 #   pg        only start PostgreSQL for the tests (build and sanitize do it themselves):
 #             the packaged cluster (pg_ctlcluster, never initdb), a test role and database,
 #             exported as DHTC_TEST_PG; tests that need it fail without it
@@ -22,7 +26,7 @@ out=${DHTC_BUILD_ROOT:-$root/build}
 fuzz_seconds=${DHTC_FUZZ_SECONDS:-30}
 jobs=${DHTC_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build python java go sanitize tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(build python java go release sanitize tsan fuzz)
 
 passed=0
 failed=0
@@ -308,6 +312,26 @@ stage_fuzz() {
   done
 }
 
+stage_release() {
+  note "release artifacts (tools/release.sh --no-image) checked in a minimal Debian root"
+  local log
+  log=$(mktemp)
+  if ! DHTC_JOBS=$jobs nice -n 19 bash "$root/tools/release.sh" --no-image --build-dir "$out/release"; then
+    failed=$((failed + 1)); failures+=("release: tools/release.sh failed"); return
+  fi
+  bash "$root/tools/release/check-minimal-root.sh" "$root/dist" "$out/release-root" 2>&1 | tee "$log"
+  local line p f
+  line=$(grep -E '^release-root: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  p=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  if [ -z "$line" ]; then
+    failed=$((failed + 1)); failures+=("release: the minimal-root check did not finish")
+  else
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$f" -gt 0 ] && failures+=("release: $f checks failed in the minimal root")
+  fi
+  rm -f "$log"
+}
+
 bash "$root/cmake/install-deps.sh" || { echo "summary: 0 passed, 1 failed"; exit 1; }
 
 for stage in "${stages[@]}"; do
@@ -319,8 +343,9 @@ for stage in "${stages[@]}"; do
     sanitize) stage_sanitize ;;
     tsan) stage_tsan ;;
     fuzz) stage_fuzz ;;
+    release) stage_release ;;
     pg) stage_pg ;;
-    *) echo "unknown stage: $stage (build, python, java, go, sanitize, tsan, fuzz, pg)"; exit 2 ;;
+    *) echo "unknown stage: $stage (build, python, java, go, release, sanitize, tsan, fuzz, pg)"; exit 2 ;;
   esac
 done
 

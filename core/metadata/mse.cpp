@@ -1,8 +1,12 @@
 #include "metadata/mse.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include <dlfcn.h>
+#include <unistd.h>
 
 #include <openssl/bn.h>
 #include <openssl/evp.h>
@@ -21,6 +25,29 @@ constexpr const char* prime_hex =
 constexpr std::size_t private_key_bytes = 20; // 160 bits: the spec's 128..180
 constexpr std::size_t rc4_discard = 1024;
 
+// A release bundle (wheel, jar, SDK) carries OpenSSL's legacy provider with the OpenSSL it
+// was built against: ossl-modules/legacy.so beside this library or this program, one level
+// up (the wheel's _bin/, the SDK's bin/) or in ../lib (the SDK). Its absolute path, when there
+// is one and OPENSSL_MODULES does not say otherwise; else "legacy", which OpenSSL looks up in
+// OPENSSL_MODULES or its built-in modules directory.
+std::string legacy_provider_name() {
+    if (std::getenv("OPENSSL_MODULES")) return "legacy";
+    Dl_info self{};
+    if (dladdr(reinterpret_cast<void*>(&legacy_provider_name), &self) == 0 || !self.dli_fname) return "legacy";
+    // A program started through PATH knows itself only by its bare name.
+    const char* self_name = std::strchr(self.dli_fname, '/') ? self.dli_fname : "/proc/self/exe";
+    char* resolved = realpath(self_name, nullptr);
+    if (!resolved) return "legacy";
+    std::string dir = resolved;
+    std::free(resolved);
+    dir.erase(dir.find_last_of('/'));
+    for (const char* sub : {"/ossl-modules/legacy.so", "/../ossl-modules/legacy.so", "/../lib/ossl-modules/legacy.so"}) {
+        std::string candidate = dir + sub;
+        if (access(candidate.c_str(), R_OK) == 0) return candidate;
+    }
+    return "legacy";
+}
+
 // OpenSSL state loaded once: the providers, RC4 and the prime.
 struct crypto_globals {
     EVP_CIPHER* rc4 = nullptr;
@@ -35,7 +62,7 @@ const crypto_globals& globals() {
     std::call_once(once, [] {
         // Loading any provider explicitly stops OpenSSL from loading the default one
         // implicitly, so both are loaded. They stay loaded for the life of the process.
-        OSSL_PROVIDER* legacy = OSSL_PROVIDER_load(nullptr, "legacy");
+        OSSL_PROVIDER* legacy = OSSL_PROVIDER_load(nullptr, legacy_provider_name().c_str());
         OSSL_PROVIDER* deflt = OSSL_PROVIDER_load(nullptr, "default");
         (void)deflt;
         g.rc4 = EVP_CIPHER_fetch(nullptr, "RC4", nullptr);

@@ -3,16 +3,21 @@ package dev.dhtcrawler.internal;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Loads libdhtcrawler and its JNI library once per class loader, and checks that the library's
  * ABI is the one this binding was generated against.
  *
  * <p>By default both libraries come out of the jar (resource directory
- * {@code dev/dhtcrawler/native/linux-x86_64/}) into a private temporary directory. The system
+ * {@code dev/dhtcrawler/native/linux-x86_64/}) into a private temporary directory, with
+ * whatever that directory's {@code files.txt} lists: a release jar's bundled libraries
+ * (found through the libraries' $ORIGIN run path) and OpenSSL's legacy provider. The system
  * property {@code dhtcrawler.library.path} names a directory holding them instead (a build
  * tree, or an installation). The loader prints nothing; a failure is an
  * {@link UnsatisfiedLinkError} saying what was looked for and where.
@@ -66,15 +71,26 @@ public final class NativeLoader {
         try {
             Path dir = Files.createTempDirectory("dhtcrawler-");
             dir.toFile().deleteOnExit();
-            for (String name : new String[] {CORE_LIBRARY, JNI_LIBRARY}) {
+            List<String> names = new ArrayList<>(List.of(CORE_LIBRARY, JNI_LIBRARY));
+            try (InputStream list = NativeLoader.class.getResourceAsStream(RESOURCE_DIR + "files.txt")) {
+                if (list != null) {
+                    for (String line : new String(list.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
+                        if (!line.isBlank() && !line.contains("..")) names.add(line.strip());
+                    }
+                }
+            }
+            for (String name : names) {
                 try (InputStream in = NativeLoader.class.getResourceAsStream(RESOURCE_DIR + name)) {
                     if (in == null) {
                         throw new UnsatisfiedLinkError("dhtcrawler: the jar has no native library " + RESOURCE_DIR + name
                                 + " for this platform; set -D" + PATH_PROPERTY + "=DIR to load it from DIR");
                     }
                     Path target = dir.resolve(name);
+                    Files.createDirectories(target.getParent());
                     Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
-                    // Once loaded, the mapping outlives the file: it can go when the JVM exits.
+                    // Once loaded, the mapping outlives the file: it can go when the JVM exits
+                    // (deleteOnExit runs in reverse order: files before their directories).
+                    target.getParent().toFile().deleteOnExit();
                     target.toFile().deleteOnExit();
                 }
             }
