@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -157,16 +158,23 @@ def test_fleet_stores_every_torrent_once_across_three_server_restarts(cluster: C
 
 def test_serve_answers_after_the_server_restarted(cluster: Cluster) -> None:
     """The web server keeps PostgreSQL connections between requests; one the restart
-    dropped is replaced, and the request still answers."""
+    dropped is replaced, and the request still answers. (`dhtcrawler serve` itself, over
+    HTTP: starlette's TestClient needs an extra HTTP client package.)"""
     pytest.importorskip("starlette")
-    from starlette.testclient import TestClient
+    from webutil import Served
 
     from dhtcrawler.app.sinks import DatabaseSink
-    from dhtcrawler.app.web.app import create_app
+
+    def get_json(url: str) -> Any:
+        with urllib.request.urlopen(url, timeout=20) as r:
+            return json.loads(r.read())
 
     DatabaseSink(Database(cluster.uri)).close()  # the tables
-    client = TestClient(create_app(Database(cluster.uri)))
-    for _ in range(2):
-        assert client.get("/api/v1/search", params={"q": "fleet"}).json()["total"] == 0
-        cluster.ctl("restart", "-m", "fast")
-    assert client.get("/api/v1/stats").json()["torrents"] == 0
+    server = Served(["serve", "--store", cluster.uri, "--listen", "127.0.0.1:0"])
+    try:
+        for _ in range(2):
+            assert get_json(server.url + "api/v1/search?q=fleet")["total"] == 0
+            cluster.ctl("restart", "-m", "fast")
+        assert get_json(server.url + "api/v1/stats")["torrents"] == 0
+    finally:
+        assert server.stop() == 0
