@@ -40,6 +40,14 @@ echo "image size: $(podman image inspect "dhtcrawler:$version" --format '{{.Size
 # --- compose, fleet profile ------------------------------------------------------------------------
 [ -x "$tools/podman-compose" ] || "$tools/pip" install -q --disable-pip-version-check 'podman-compose>=1.1'
 export PATH=$tools:$PATH
+# The fleet's crawler reaches PostgreSQL by its service name: CNI networks resolve names only
+# with the dnsname plugin (README, Releases).
+dnsname=no
+for plugin in /usr/lib/cni/dnsname /usr/libexec/cni/dnsname /opt/cni/bin/dnsname; do [ -x "$plugin" ] && dnsname=yes; done
+if [ "$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null)" = cni ] && [ $dnsname = no ]; then
+  echo "release-check: podman's CNI backend has no dnsname plugin: the fleet's services cannot find each other" >&2
+  echo "release-check: apt-get install golang-github-containernetworking-plugin-dnsname" >&2
+fi
 line=$(bash "$here/readme-lines.sh" compose)
 (cd "$dist" && DHTCRAWLER_API_KEY=unused podman-compose --profile fleet down -v) >/dev/null 2>&1 # what an earlier run left
 (cd "$dist" && timed bash -c "$line") >"$work/compose.log" 2>&1 || { bad "compose: $line"; tail -20 "$work/compose.log"; }
