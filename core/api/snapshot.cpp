@@ -251,7 +251,7 @@ constexpr field<node> node_fields[] = {
     {"foreign_transactions", &node::foreign_transactions, C, "dhtc_dht_foreign_transactions_total", {},
      "Replies whose transaction id we can never have issued."},
     {"reply_queue_dropped", &node::reply_queue_dropped, C, "dhtc_dht_reply_queue_dropped_total", {},
-     "Replies dropped because the crawl actor's reply queue was full."},
+     "Always 0: replies reach the crawl actor as they arrive, through no queue (kept for stable names)."},
 };
 
 using resp = dht::responder_counters;
@@ -386,7 +386,7 @@ constexpr field<cs> crawl_fields[] = {
     {"discoveries_dropped", &cs::discoveries_dropped, C, "dhtc_crawl_discoveries_dropped_total", {},
      "Discovered nodes dropped because the discovery queue was full."},
     {"replies_dropped", &cs::replies_dropped, C, "dhtc_crawl_replies_dropped_total", {},
-     "Replies dropped because the actor's reply queue was full (as seen by the actor)."},
+     "Always 0: replies reach the crawl actor as they arrive, through no queue (kept for stable names)."},
     // Exported scaled: dhtc_crawl_query_rate (queries per second), see walk().
     {"query_rate_millis", &cs::query_rate_millis, G, "", {}, ""},
 };

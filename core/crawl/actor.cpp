@@ -42,7 +42,6 @@ recent_probes_options probe_options(const crawl_options& o) {
 actor::actor(const crawl_options& o, const clock& c, transport& out, const address_policy& policy,
              crawl_sink& sink, source_table& sources, const id20& own_id, std::uint64_t seed)
     : options_(o), clock_(c), out_(out), policy_(policy), sink_(sink), sources_(sources), own_id_(own_id), rng_(seed),
-      replies_(o.scheduler.priority_event_channel_capacity),
       discoveries_(o.scheduler.discovery_event_channel_capacity),
       lookup_requests_(o.bep51.lookup_queue_capacity), scrape_requests_(o.scrape.queue_capacity),
       pool_(c, policy, node_pool_options{o.pool.capacity, 100, 25, o.rate_limit.max_replacements_per_minute, seed ^ 1}),
@@ -61,7 +60,6 @@ actor::actor(const crawl_options& o, const clock& c, transport& out, const addre
       querier_rate_(c, o.pool.max_querier_admissions_per_sec, std::max(1.0, o.pool.max_querier_admissions_per_sec)),
       querier_cap_(pool_.capacity() * std::min(o.pool.max_querier_percent, 100u) / 100),
       sampled_(sampled_nodes_options{std::chrono::seconds(21'600), std::size_t{1} << 23, seed ^ 5}) {
-    reply_batch_.reserve(o.scheduler.event_batch_limit);
     discovery_batch_.reserve(o.scheduler.event_batch_limit);
     bootstrap_.resize(o.bootstrap.sources.size());
     packet_.reserve(1500);
@@ -111,10 +109,6 @@ std::vector<krpc::node_entry> actor::routing_to_save(std::size_t max) {
 void actor::turn() {
     const auto now = clock_.now();
 
-    reply_batch_.clear();
-    replies_.pop_batch(reply_batch_, options_.scheduler.event_batch_limit);
-    for (const auto& r : reply_batch_) handle_reply(r, now);
-
     discovery_batch_.clear();
     discoveries_.pop_batch(discovery_batch_, options_.scheduler.event_batch_limit);
     querier_subnets_.clear();
@@ -151,11 +145,12 @@ void actor::turn() {
 
 // ---- replies ------------------------------------------------------------------------------
 
-void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
-    if (!bencode::decode(std::string_view(r.bytes), doc_, krpc::packet_limits)) return; // the node checked it
-    msg_ = krpc::message{};
-    const auto parsed = krpc::parse(doc_.root(), msg_);
-    const auto q = transactions_.close(msg_.transaction, r.from);
+void actor::on_reply(const endpoint& from, const krpc::message& m, bool parsed) {
+    handle_reply(from, m, parsed, clock_.now());
+}
+
+void actor::handle_reply(const endpoint& from, const krpc::message& msg, bool parsed, time_point now) {
+    const auto q = transactions_.close(msg.transaction, from);
     if (!q) {
         bump(stats_.reply_unmatched);
         return;
@@ -166,11 +161,11 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         handle_failure(*q);
         return;
     }
-    if (msg_.type == krpc::message_type::error) {
+    if (msg.type == krpc::message_type::error) {
         bump(stats_.reply_errors);
         // 201 is BEP-5's "generic error", which libtorrent and others send as "too many
         // requests": whatever it says, an IP that sends it gets fewer of our packets.
-        if (msg_.err.code == krpc::error_generic) sources_.on_rate_limited(r.from, q->node_id, now);
+        if (msg.err.code == krpc::error_generic) sources_.on_rate_limited(from, q->node_id, now);
         // A node that answers with an error is alive: for bootstrap that is a success.
         if (q->kind == query_kind::bootstrap && q->context < bootstrap_.size()) {
             auto& src = bootstrap_[q->context];
@@ -181,17 +176,17 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         }
         return;
     }
-    if (msg_.id == own_id_) {
+    if (msg.id == own_id_) {
         bump(stats_.reply_own_id);
         handle_failure(*q);
         return;
     }
     bump(stats_.replies);
-    sources_.on_answered(r.from, msg_.id, now);
-    const krpc::node_entry responder{msg_.id, r.from};
-    ring_.insert(msg_.id, r.from, now, msg_.read_only);
+    sources_.on_answered(from, msg.id, now);
+    const krpc::node_entry responder{msg.id, from};
+    ring_.insert(msg.id, from, now, msg.read_only);
 
-    const auto& resp = msg_.response;
+    const auto& resp = msg.response;
     if (resp.has_nodes)
         for (const auto& e : resp.nodes) admit(e, now);
     if (resp.has_nodes6)
@@ -208,7 +203,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         [[fallthrough]];
     case query_kind::find_node:
     case query_kind::ping:
-        if (options_.bep51.enabled && !msg_.read_only) {
+        if (options_.bep51.enabled && !msg.read_only) {
             if (sampled_.contains(responder.ep, now))
                 bump(stats_.sample_skipped_remembered);
             else
@@ -223,7 +218,7 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
             std::size_t fresh = 0;
             for (std::size_t i = 0; i < resp.sample_count(); ++i) {
                 const id20 h = resp.sample(i);
-                sink_.on_observation(observation{h, r.from, hash_source::bep51_sample, now});
+                sink_.on_observation(observation{h, from, hash_source::bep51_sample, now});
                 if (lookups_.want(h, responder)) ++fresh; // it stores the hash's peers: asked first
             }
             if (q->attempt > 0) {
@@ -252,24 +247,23 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         if (resp.has_values) {
             for (const endpoint& peer : resp.values) {
                 if (!policy_.admissible(peer)) continue;
-                sink_.on_hash(hash_event{q->target, peer, r.from, hash_source::sample, now});
+                sink_.on_hash(hash_event{q->target, peer, from, hash_source::sample, now});
                 ++peers;
             }
             bump(stats_.lookup_peers, peers);
         }
         // A lookup's nodes of the other family are of no use to it; the pool got them above.
-        const auto& toward = r.from.address.is_v6() ? resp.nodes6 : resp.nodes;
-        lookups_.on_reply(q->context, r.from, toward, peers);
+        const auto& toward = from.address.is_v6() ? resp.nodes6 : resp.nodes;
+        lookups_.on_reply(q->context, from, toward, peers);
         break;
     }
-    case query_kind::scrape: handle_scrape_reply(*q, r.from); break;
+    case query_kind::scrape: handle_scrape_reply(*q, from, resp); break;
     }
 }
 
 // A scrape's reply: its filters (or, from a node without BEP-33, its values) go to the
 // scrape; its peers are not fetched from (a scrape is asked for hashes already held).
-void actor::handle_scrape_reply(const pending_query& q, const endpoint& from) {
-    const auto& resp = msg_.response;
+void actor::handle_scrape_reply(const pending_query& q, const endpoint& from, const krpc::response_args& resp) {
     scrapes::reply r;
     r.nodes = from.address.is_v6() ? &resp.nodes6 : &resp.nodes;
     r.seeds_filter = resp.seeds_filter;
@@ -703,7 +697,6 @@ void actor::publish_stats() {
     set(stats_.lookup_retries_found, lookups_.lookup_retries_found());
     set(stats_.parked_size, parked_.size());
     set(stats_.discoveries_dropped, discoveries_.dropped());
-    set(stats_.replies_dropped, replies_.dropped());
 }
 
 } // namespace dhtc::crawl

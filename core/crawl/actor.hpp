@@ -1,7 +1,8 @@
 // The crawl actor: the single owner of all crawl state (node pool, recent probes, queries
 // in flight, per-subnet counts, the responsive ring, BEP-51 schedule, lookups, bootstrap).
-// It runs in turns on the network thread; the receive path reaches it only through the
-// two bounded queues below, so nothing here is locked.
+// It runs on the network thread: in turns, and for each reply to one of our queries as the
+// node receives it (parsed once, by the node: see dht::reply_handler). The other threads
+// reach it only through the bounded queues below, so nothing here is locked.
 #pragma once
 
 #include <atomic>
@@ -98,18 +99,18 @@ struct crawl_stats {
     std::atomic<std::uint64_t> scrapes_dropped{0};   ///< requests refused: the scrape queue was full
     std::atomic<std::uint64_t> bootstrap_rounds{0};
     std::atomic<std::uint64_t> discoveries_dropped{0};
-    std::atomic<std::uint64_t> replies_dropped{0};
+    std::atomic<std::uint64_t> replies_dropped{0};   ///< always 0: replies reach the actor through no queue (issue 30)
     std::atomic<std::uint64_t> query_rate_millis{0}; ///< current query rate x 1000 (pressure feedback)
 };
 
-class actor {
+class actor final : public dht::reply_handler {
 public:
     /// `sources` is shared with the answering node (dht_service owns it).
     actor(const crawl_options& o, const clock& c, transport& out, const address_policy& policy, crawl_sink& sink,
           source_table& sources, const id20& own_id, std::uint64_t seed);
 
-    /// Fed by the node: replies to our queries.
-    bounded_queue<dht::inbound_reply>& replies() noexcept { return replies_; }
+    /// A reply to one of our queries, from the node (network thread): handled at once.
+    void on_reply(const endpoint& from, const krpc::message& m, bool parsed) override;
     /// Fed by the responder: nodes that queried us (crawl candidates). The responder runs on
     /// the thread that runs turn() (the network thread), so the queue takes no lock.
     using discovery_queue = bounded_queue<krpc::node_entry, single_thread_lock>;
@@ -178,10 +179,10 @@ private:
         time_point ready_at{}; ///< deferred or refused: when to try that destination again
     };
 
-    void handle_reply(const dht::inbound_reply& r, time_point now);
+    void handle_reply(const endpoint& from, const krpc::message& m, bool parsed, time_point now);
     void handle_failure(const pending_query& q);
     void handle_timeout(const pending_query& q, time_point now);
-    void handle_scrape_reply(const pending_query& q, const endpoint& from);
+    void handle_scrape_reply(const pending_query& q, const endpoint& from, const krpc::response_args& resp);
     bool send_scrape_query(time_point now, std::span<krpc::node_entry> seeds);
     void report_scrape(const std::optional<scrape_result>& r);
     void admit(const krpc::node_entry& e, time_point now, node_pool::origin from = node_pool::origin::answer);
@@ -210,12 +211,10 @@ private:
     id20 own_id_;
     std::mt19937_64 rng_;
 
-    bounded_queue<dht::inbound_reply> replies_;
     discovery_queue discoveries_;
     bounded_queue<id20> lookup_requests_;
     std::vector<id20> lookup_batch_;
     bounded_queue<id20> scrape_requests_;
-    std::vector<dht::inbound_reply> reply_batch_;
     std::vector<krpc::node_entry> discovery_batch_;
 
     node_pool pool_;
@@ -249,8 +248,6 @@ private:
     std::array<std::uint32_t, 256> bucket_counts_{}; // responsive nodes per top id byte
     snapshot_nodes snapshot_nodes_;
 
-    bencode::document doc_;
-    krpc::message msg_;
     std::string packet_;
     crawl_stats stats_;
 };

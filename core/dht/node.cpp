@@ -59,8 +59,7 @@ std::uint64_t response_budget::refused_bytes() const noexcept {
     return n;
 }
 
-node::node(responder& r, response_budget& budget, transport& out, bounded_queue<inbound_reply>& replies,
-           std::size_t transaction_size)
+node::node(responder& r, response_budget& budget, transport& out, reply_handler& replies, std::size_t transaction_size)
     : responder_(r), budget_(budget), out_(out), replies_(replies), transaction_size_(transaction_size) {
     reply_.reserve(1500);
 }
@@ -96,7 +95,8 @@ void node::handle(const endpoint& from, std::string_view payload) {
         return;
     }
     bump(counters_.rx_replies);
-    if (!replies_.try_push(inbound_reply{from, std::string(payload)})) bump(counters_.reply_queue_dropped);
+    // Handled now, while `payload` and doc_ are intact: no copy, and no second decode.
+    replies_.on_reply(from, msg_, static_cast<bool>(parsed));
 }
 
 void node::answer(const endpoint& from, const id20& id, krpc::method m) {

@@ -22,6 +22,6 @@ dht_service::dht_service(const crawl::crawl_options& o, const clock& c, transpor
     : sources_(source_options(o, seed)), actor_(o, c, out, policy, sink, sources_, own_id, seed), router_(sink, actor_, c, policy, o.announce_observations_per_sec), tokens_(c, seed ^ 0x746f6b656e),
       samples_(o.bep51.store_capacity, 20, std::chrono::seconds(o.bep51.answer_interval_secs), seed ^ 0x73616d70),
       responder_(own_id, version, tokens_, samples_, actor_.close_nodes(), router_, c), budget_(c, o.rate_limit, sources_),
-      node_(responder_, budget_, out, actor_.replies(), crawl::transaction_table::id_size) {}
+      node_(responder_, budget_, out, actor_, crawl::transaction_table::id_size) {}
 
 } // namespace dhtc::engine

@@ -1,6 +1,7 @@
 #include "net/udp_socket.hpp"
 
 #include <asio/ip/v6_only.hpp>
+#include <asio/post.hpp>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -119,23 +120,40 @@ udp_socket::~udp_socket() { close(); }
 
 void udp_socket::start(receive_handler handler) {
     handler_ = std::move(handler);
-    arm_receive();
+    // Datagrams may be waiting already: read before waiting (the next edge may never come).
+    yield_then_receive();
 }
 
-void udp_socket::arm_receive() {
+void udp_socket::wait_readable() {
     if (closed_) return;
+    counters_.rx_waits.fetch_add(1, std::memory_order_relaxed);
     impl_->sock.async_wait(asio::ip::udp::socket::wait_read, [this](const std::error_code& ec) {
-        if (ec || closed_) return;
-        on_readable();
+        if (ec || closed_) return; // ec first: after close() *this may be gone
+        receive();
     });
 }
 
-void udp_socket::on_readable() {
+void udp_socket::yield_then_receive() {
+    if (closed_) return;
+    asio::post(impl_->sock.get_executor(), [this, alive = std::weak_ptr<char>(alive_)] {
+        if (!alive.expired() && !closed_) receive();
+    });
+}
+
+// The strongest echo blocks in recvmmsg(MSG_WAITFORONE) and answers with one sendmmsg per
+// batch: two system calls per batch. The thread here also serves timers and maybe a second
+// socket, so it cannot block in recvmmsg; instead it waits for readability only when the
+// socket is known to be empty: recvmmsg(MSG_DONTWAIT) returns fewer than `batch` datagrams
+// only when the socket ran dry (or failed), so a short batch ends the drain without the
+// extra call that would see EAGAIN, and a full one is followed by another read, not by a
+// poll. A wait costs one epoll_wait beyond the echo's calls, once per wake-up, not per
+// batch. After max_rounds full batches other handlers get their turn (a post, no wait).
+void udp_socket::receive() {
+    constexpr int max_rounds = 8;
     auto& m = *impl_;
     const int fd = m.sock.native_handle();
-    // Drain a bounded number of batches, then yield to the io_context so timers and the
-    // other socket get their turn.
-    for (int round = 0; round < 8 && !closed_; ++round) {
+    for (int round = 0; round < max_rounds; ++round) {
+        if (closed_) return;
         for (std::size_t i = 0; i < batch; ++i) {
             std::memset(&m.rx_msg[i].msg_hdr, 0, sizeof(msghdr));
             m.rx_msg[i].msg_hdr.msg_name = &m.rx_addr[i];
@@ -146,7 +164,9 @@ void udp_socket::on_readable() {
         // MSG_TRUNC: msg_len is the datagram's real length even when it did not fit the
         // buffer, so the byte counter is honest about a flood of 64 KiB datagrams.
         const int n = ::recvmmsg(fd, m.rx_msg.data(), batch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
-        if (n <= 0) break; // EAGAIN (drained) or a transient error: wait for readability again
+        counters_.rx_calls.fetch_add(1, std::memory_order_relaxed);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break; // empty
+        if (n <= 0) continue; // EINTR, or a one-shot error (the datagrams behind it still wait)
         std::size_t kept = 0;
         std::uint64_t bytes = 0;
         for (int i = 0; i < n; ++i) {
@@ -164,9 +184,14 @@ void udp_socket::on_readable() {
         counters_.rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
         if (kept && handler_) handler_(std::span<const datagram>(m.rx_out.data(), kept));
         flush();
-        if (static_cast<std::size_t>(n) < batch) break;
+        if (static_cast<std::size_t>(n) < batch) break; // the socket ran dry
+        if (round + 1 == max_rounds) {
+            counters_.rx_yields.fetch_add(1, std::memory_order_relaxed);
+            yield_then_receive();
+            return;
+        }
     }
-    arm_receive();
+    wait_readable();
 }
 
 bool udp_socket::send(const endpoint& to, std::string_view payload) {
@@ -204,6 +229,7 @@ void udp_socket::flush() {
             m.tx_msg[i].msg_hdr.msg_iovlen = 1;
         }
         const int n = ::sendmmsg(fd, m.tx_msg.data(), static_cast<unsigned>(run), MSG_DONTWAIT);
+        counters_.tx_calls.fetch_add(1, std::memory_order_relaxed);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
                 arm_send_retry();

@@ -35,6 +35,11 @@ struct udp_counters {
     std::atomic<std::uint64_t> tx_bytes{0};
     std::atomic<std::uint64_t> tx_dropped{0};    ///< send queue full or socket refused
     std::atomic<std::uint64_t> tx_errors{0};     ///< the kernel refused a datagram (unreachable...)
+    // System calls of the hot path, so a benchmark can put them beside the packets.
+    std::atomic<std::uint64_t> rx_calls{0};      ///< recvmmsg calls
+    std::atomic<std::uint64_t> tx_calls{0};      ///< sendmmsg calls
+    std::atomic<std::uint64_t> rx_waits{0};      ///< the socket was found empty: waited for readability
+    std::atomic<std::uint64_t> rx_yields{0};     ///< still not empty after a bounded drain: other work went first
 };
 
 class udp_socket {
@@ -58,7 +63,8 @@ public:
     bool is_v6() const noexcept { return local_.address.is_v6(); }
 
     /// Starts the receive loop; `handler` runs on the io_context's thread, once per batch.
-    /// Queued sends are flushed after each batch.
+    /// Queued sends are flushed after each batch. The loop reads until the socket is empty
+    /// and only then waits for readability (see receive()).
     void start(receive_handler handler);
 
     /// Queues a datagram (copied). Returns false, and counts a drop, when the queue is full
@@ -75,8 +81,9 @@ public:
 private:
     struct impl;
     explicit udp_socket(std::unique_ptr<impl> p, const endpoint& local);
-    void arm_receive();
-    void on_readable();
+    void receive();
+    void wait_readable();
+    void yield_then_receive();
     void arm_send_retry();
 
     std::unique_ptr<impl> impl_;
@@ -84,6 +91,7 @@ private:
     udp_counters counters_;
     receive_handler handler_;
     bool closed_ = false;
+    std::shared_ptr<char> alive_ = std::make_shared<char>(); // a posted receive() checks it: *this may be gone
     bool send_retry_armed_ = false;
 };
 
