@@ -187,7 +187,9 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         return;
     }
     bump(stats_.replies);
-    sources_.on_answered(r.from, msg_.id, now);
+    // The reply waited in the queue at most one turn (turn() runs after each receive batch):
+    // now - sent_at is its round trip, a little long.
+    sources_.on_answered(r.from, msg_.id, now, now - q->sent_at);
     const krpc::node_entry responder{msg_.id, r.from};
     ring_.insert(msg_.id, r.from, now, msg_.read_only);
 
@@ -252,7 +254,9 @@ void actor::handle_reply(const dht::inbound_reply& r, time_point now) {
         if (resp.has_values) {
             for (const endpoint& peer : resp.values) {
                 if (!policy_.admissible(peer)) continue;
-                sink_.on_hash(hash_event{q->target, peer, r.from, hash_source::sample, now});
+                // The peer's IP is often a DHT node we asked too: its round trip goes along.
+                sink_.on_hash(hash_event{q->target, peer, r.from, hash_source::sample, now,
+                                         api::peer_rtt::of(sources_.round_trip(peer.address, now))});
                 ++peers;
             }
             bump(stats_.lookup_peers, peers);
