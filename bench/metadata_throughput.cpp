@@ -39,12 +39,13 @@ struct settings {
     std::size_t count = 0;        // 0: every torrent of the truth file
     std::size_t workers = 256;
     unsigned max_seconds = 120;
+    std::uint16_t dht_rtt_ms = 0; // the round trip each hash event says the DHT measured (0: unknown)
 };
 
 [[noreturn]] void usage() {
     std::fprintf(stderr,
                  "usage: dhtc-metadata-throughput --truth FILE [--rate PER_SEC] [--count N] "
-                 "[--workers N] [--max-seconds S]\n");
+                 "[--workers N] [--max-seconds S] [--dht-rtt-ms MS]\n");
     std::exit(2);
 }
 
@@ -59,6 +60,7 @@ settings parse_args(int argc, char** argv) {
         else if (a == "--count") s.count = std::stoul(v);
         else if (a == "--workers") s.workers = std::stoul(v);
         else if (a == "--max-seconds") s.max_seconds = static_cast<unsigned>(std::stoul(v));
+        else if (a == "--dht-rtt-ms") s.dht_rtt_ms = static_cast<std::uint16_t>(std::min(65535ul, std::stoul(v)));
         else usage();
     }
     if (s.truth.empty() || s.rate <= 0) usage();
@@ -163,7 +165,7 @@ int main(int argc, char** argv) {
             rec.offered_at.emplace(t.info_hash, now);
         }
         const bool ok = pipe.ingress().try_push(
-            api::hash_event{t.info_hash, t.seeder, t.seeder, api::hash_source::announce, now});
+            api::hash_event{t.info_hash, t.seeder, t.seeder, api::hash_source::announce, now, api::peer_rtt{s.dht_rtt_ms}});
         ++offered;
         if (!ok) ++refused;
     }
@@ -195,6 +197,11 @@ int main(int argc, char** argv) {
         {"latency_ms_p95", percentile(rec.latency_ms, 0.95)},
         {"latency_ms_p99", percentile(rec.latency_ms, 0.99)},
         {"bytes_fetched", pipe.counters().bytes_fetched.load()},
+        {"dht_rtt_ms", s.dht_rtt_ms},
+        {"deadline_extensions", pipe.counters().deadline_extensions.load()},
+        {"deadline_extension_saves", pipe.counters().deadline_extension_saves.load()},
+        {"dht_rtt_extensions", pipe.counters().dht_rtt_extensions.load()},
+        {"dht_rtt_saves", pipe.counters().dht_rtt_saves.load()},
         {"success_share", offered ? static_cast<double>(rec.accepted) / static_cast<double>(offered) : 0.0},
         {"network_model", bench::network_model()},
     };

@@ -5,6 +5,8 @@
 # Prints one JSON line per rate (see docs/performance.md), each with the test network's
 # "network_model". DHTC_TESTNET_ARGS adds testnet options, e.g. "--wan 1" (the WAN model:
 # 50-350 ms RTT, 20 ms jitter, 2% loss each way) or "--wan-rtt 300-300 --wan-jitter 0".
+# DHTC_BENCH_ARGS adds benchmark options, e.g. "--dht-rtt-ms 300": every hash event carries
+# that round trip, as if the DHT had measured it to the seeder.
 set -euo pipefail
 build=${1:-build/release}
 torrents=${2:-10000}
@@ -37,6 +39,6 @@ PY
 model=$(sed -n 's/^testnet: network model: //p' "$out/testnet.err")
 i=0
 for rate in "${rates[@]}"; do
-  DHTC_NETWORK_MODEL=$model "$build/bench/dhtc-metadata-throughput" --truth "$out/slice$i.json" --rate "$rate"
+  DHTC_NETWORK_MODEL=$model "$build/bench/dhtc-metadata-throughput" --truth "$out/slice$i.json" --rate "$rate" ${DHTC_BENCH_ARGS:-}
   i=$((i + 1))
 done

@@ -414,6 +414,10 @@ constexpr field<pc> pipeline_fields[] = {
      "Peer sessions whose measured round trip pushed their deadline back (at most to twice metadata.timeout_secs)."},
     {"deadline_extension_saves", &pc::deadline_extension_saves, C, "dhtc_metadata_deadline_extension_saves_total", {},
      "Peer sessions that succeeded after their first deadline, thanks to the extension."},
+    {"dht_rtt_extensions", &pc::dht_rtt_extensions, C, "dhtc_metadata_dht_rtt_extensions_total", {},
+     "Peer sessions whose deadline or uTP SYN wait the DHT's round trip to the peer lengthened before the connect."},
+    {"dht_rtt_saves", &pc::dht_rtt_saves, C, "dhtc_metadata_dht_rtt_saves_total", {},
+     "Of those, sessions that succeeded after the unscaled deadline or connected over uTP after the unscaled SYN wait."},
     {"refetches", &pc::refetches, C, "dhtc_metadata_refetches_total", {},
      "Multi-peer downloads that failed verification and were fetched again from one peer."},
     {"duplicates", &pc::duplicates, C, "dhtc_metadata_duplicates_total", {},
@@ -561,6 +565,9 @@ void walk(const api::crawler& c, collector& out) {
         {"query_over_destination", src.refused_query_destination},
         {"query_over_ip", src.refused_query_ip},
         {"query_backoff", src.refused_query_backoff},
+        {"rtt_samples", src.rtt_samples},
+        {"rtt_lookups", src.rtt_lookups},
+        {"rtt_known", src.rtt_known},
     };
     for (const auto& [event, value] : source_events)
         out.counter({"dht", "sources", event}, "dhtc_dht_sources_total", {"event", event}, sources_help, value);

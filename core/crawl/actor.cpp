@@ -182,7 +182,9 @@ void actor::handle_reply(const endpoint& from, const krpc::message& msg, bool pa
         return;
     }
     bump(stats_.replies);
-    sources_.on_answered(from, msg.id, now);
+    // Replies are handled as they arrive (node.cpp hands them over in place): now - sent_at
+    // is their round trip.
+    sources_.on_answered(from, msg.id, now, now - q->sent_at);
     const krpc::node_entry responder{msg.id, from};
     ring_.insert(msg.id, from, now, msg.read_only);
 
@@ -247,7 +249,9 @@ void actor::handle_reply(const endpoint& from, const krpc::message& msg, bool pa
         if (resp.has_values) {
             for (const endpoint& peer : resp.values) {
                 if (!policy_.admissible(peer)) continue;
-                sink_.on_hash(hash_event{q->target, peer, from, hash_source::sample, now});
+                // The peer's IP is often a DHT node we asked too: its round trip goes along.
+                sink_.on_hash(hash_event{q->target, peer, from, hash_source::sample, now,
+                                         api::peer_rtt::of(sources_.round_trip(peer.address, now))});
                 ++peers;
             }
             bump(stats_.lookup_peers, peers);

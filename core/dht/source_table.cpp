@@ -19,6 +19,9 @@ constexpr auto table_full_wait = std::chrono::seconds(1);
 // The index tables start small and double as entries arrive.
 constexpr std::size_t initial_entries = 1024;
 
+// A round trip sample above this is taken as this (no KRPC query waits that long).
+constexpr std::int64_t max_rtt_us = 60'000'000;
+
 double positive(double v) noexcept { return v > 0 ? v : 0; } // also maps NaN to 0
 
 double seconds_between(time_point from, time_point to) noexcept {
@@ -49,6 +52,15 @@ source_table::source_table(source_table_options options)
     // The IP keeps the same share of its burst for answers as each of its nodes.
     ip_headroom_ = std::min(options_.answer_headroom * options_.ip_burst / options_.node_burst, options_.ip_burst - 1);
     options_.silence_limit = std::max(1u, options_.silence_limit);
+}
+
+// RFC 6298's smoothing: the first sample as it is, then 7/8 of the old value and 1/8 of the
+// new. Integer microseconds, at least 1 once timed (0 means none).
+void source_table::smooth_rtt(ip_entry& e, duration sample) noexcept {
+    const std::int64_t us =
+        std::clamp<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(sample).count(), 1, max_rtt_us);
+    const std::int64_t old = e.srtt_us;
+    e.srtt_us = static_cast<std::uint32_t>(old == 0 ? us : std::max<std::int64_t>(1, old + (us - old) / 8));
 }
 
 // ---- keys ---------------------------------------------------------------------------------
@@ -308,9 +320,16 @@ void source_table::back_off(node_entry& e, time_point now) noexcept {
     e.silent = 0;
 }
 
-void source_table::on_answered(const endpoint& from, const id20& id, time_point now) {
+void source_table::on_answered(const endpoint& from, const id20& id, time_point now,
+                               std::optional<duration> round_trip) {
     const endpoint ep = canonical(from);
-    if (const std::uint32_t i = touch_ip(ep.address, now); i != none) ips_[i].trusted_until = now + options_.trust_ttl;
+    if (const std::uint32_t i = touch_ip(ep.address, now); i != none) {
+        ips_[i].trusted_until = now + options_.trust_ttl;
+        if (round_trip) {
+            smooth_rtt(ips_[i], *round_trip);
+            ++counters_.rtt_samples;
+        }
+    }
     const std::uint32_t n = touch_node(ep, id, now);
     if (n == none) return;
     node_entry& e = nodes_[n];
@@ -337,6 +356,14 @@ void source_table::on_silence(const endpoint& to, const id20& id, time_point now
 bool source_table::trusted(const ip_address& a, time_point now) const {
     const std::uint32_t i = find_ip(canonical(a));
     return i != none && ips_[i].trusted_until > now;
+}
+
+std::optional<duration> source_table::round_trip(const ip_address& a, time_point now) {
+    ++counters_.rtt_lookups;
+    const std::uint32_t i = find_ip(canonical(a));
+    if (i == none || ips_[i].srtt_us == 0 || ips_[i].trusted_until <= now) return std::nullopt;
+    ++counters_.rtt_known;
+    return std::chrono::microseconds(ips_[i].srtt_us);
 }
 
 bool source_table::backing_off(const endpoint& ep, time_point now) const {

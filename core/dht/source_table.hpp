@@ -18,7 +18,9 @@
 //     our queries also leave headroom in;
 //   - its answer budget (crawl.rate_limit.max_response_rate_per_source);
 //   - whether it answered one of our queries lately: such a source is trusted, and keeps a
-//     reserved share of the global answer budget that a flood of strangers cannot take.
+//     reserved share of the global answer budget that a flood of strangers cannot take;
+//   - the round trip its answers took, smoothed (RFC 6298's SRTT: 1/8 of each new sample),
+//     told while it is trusted: the metadata side scales a peer's deadlines with it (issue 32).
 //
 // Bounded by construction: a full table evicts its least recently used entry, but never one
 // that still owes tokens or (nodes) is backing off, since forgetting either would let us send
@@ -34,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "util/lru_slots.hpp"
 #include "model/address.hpp"
@@ -103,13 +106,19 @@ public:
     time_point query_ready_at(const endpoint& to, const id20& id, time_point now) const;
 
     /// A reply of `from` matched one of our queries: its IP is trusted, its silence forgiven.
-    void on_answered(const endpoint& from, const id20& id, time_point now);
+    /// `round_trip`: the time since that query went out, a sample of the IP's round trip.
+    void on_answered(const endpoint& from, const id20& id, time_point now,
+                     std::optional<duration> round_trip = std::nullopt);
     /// `from` answered with error 201: back off that node.
     void on_rate_limited(const endpoint& from, const id20& id, time_point now);
     /// A query of ours to `to` went unanswered.
     void on_silence(const endpoint& to, const id20& id, time_point now);
 
     bool trusted(const ip_address& a, time_point now) const;
+    /// The smoothed round trip of `a`'s answers, while it is trusted (answered us within
+    /// trust_ttl); nothing when it is not, or no answer was timed. Counted (rtt_lookups,
+    /// rtt_known).
+    std::optional<duration> round_trip(const ip_address& a, time_point now);
     /// True while queries to the node at `ep` are held back.
     bool backing_off(const endpoint& ep, time_point now) const;
 
@@ -138,6 +147,9 @@ public:
         relaxed_counter node_rebinds;               ///< a node id met at a new port of its IP: one node
         relaxed_counter backoffs_rate_limited;      ///< back-offs started by error 201
         relaxed_counter backoffs_silence;           ///< back-offs started by a run of silence
+        relaxed_counter rtt_samples;                ///< answers whose round trip fed their IP's
+        relaxed_counter rtt_lookups;                ///< round_trip() asked (a peer handed to the metadata side)
+        relaxed_counter rtt_known;                  ///< ... and an IP's round trip was known
     };
     const counters& stats() const noexcept { return counters_; }
 
@@ -151,6 +163,7 @@ private:
         double tokens = 0;          ///< the IP's ceiling, everything we send it
         time_point trusted_until{};
         time_point next_slot{};     ///< the next query refused for its ceiling is told to wait until then
+        std::uint32_t srtt_us = 0;  ///< its answers' smoothed round trip, microseconds (0: none timed)
     };
     struct node_entry {
         endpoint ep;                ///< canonical
@@ -175,6 +188,7 @@ private:
     time_point ready_at(const ip_entry* ip, const node_entry* node, time_point now) const noexcept;
     time_point reserve_slot(time_point& next_slot, time_point ready, double rate) const noexcept;
     void back_off(node_entry& e, time_point now) noexcept;
+    static void smooth_rtt(ip_entry& e, duration sample) noexcept;
     std::uint64_t ip_hash(const ip_address& a) const noexcept;
     std::uint64_t node_hash(const endpoint& ep) const noexcept;
     std::uint64_t alias_hash(const ip_address& a, const id20& id) const noexcept;

@@ -53,9 +53,9 @@ private:
     // their rate as observations for the application), lookups as observations, queriers
     // to the actor's discovery queue.
     struct router final : dht::query_observer {
-        router(crawl::crawl_sink& s, crawl::actor& a, const clock& c, const address_policy& p,
+        router(crawl::crawl_sink& s, crawl::actor& a, crawl::source_table& t, const clock& c, const address_policy& p,
                double announce_observations_per_sec)
-            : sink(s), act(a), clk(c), policy(p),
+            : sink(s), act(a), sources(t), clk(c), policy(p),
               announce_observations(c, announce_observations_per_sec, std::max(1.0, announce_observations_per_sec)) {}
         void on_announce(const id20& ih, const endpoint& peer, const endpoint& source) override {
             // The metadata side will connect to `peer`: an announce must not steer us at
@@ -65,7 +65,10 @@ private:
                 return;
             }
             const auto now = clk.now();
-            sink.on_hash(crawl::hash_event{ih, peer, source, crawl::hash_source::announce, now});
+            // The peer is the announcing node's IP: what its answers to our queries took
+            // goes along, for the metadata side's deadlines.
+            sink.on_hash(crawl::hash_event{ih, peer, source, crawl::hash_source::announce, now,
+                                           api::peer_rtt::of(sources.round_trip(peer.address, now))});
             // Anyone holding a token of ours may announce as fast as our answer budgets allow:
             // the rate keeps announces from crowding out the other observations in their lane.
             if (announce_observations.rate() <= 0) return; // not wanted
@@ -83,6 +86,7 @@ private:
         void on_querier(const id20& id, const endpoint& source) override { act.discoveries().try_push({id, source}); }
         crawl::crawl_sink& sink;
         crawl::actor& act;
+        crawl::source_table& sources;
         const clock& clk;
         const address_policy& policy;
         crawl::token_bucket announce_observations;

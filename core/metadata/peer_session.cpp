@@ -119,9 +119,9 @@ struct release_guard {
 
 class session {
 public:
-    session(const session_request& req, piece_source& source, std::uint32_t slot, connection& conn,
-            const asio::cancellation_state& cancel)
-        : req_(req), deadline_(req.deadline), source_(source), slot_(slot), conn_(conn), cancel_(cancel),
+    session(const session_request& req, const session_plan& plan, piece_source& source, std::uint32_t slot,
+            connection& conn, const asio::cancellation_state& cancel)
+        : req_(req), plan_(plan), deadline_(plan.deadline), source_(source), slot_(slot), conn_(conn), cancel_(cancel),
           pipeline_(std::clamp<std::uint32_t>(req.pipeline, 1, max_pipeline)) {
         rx_.set_hard_cap(req.max_message + 4);
     }
@@ -167,6 +167,8 @@ public:
     }
 
     session_result result;
+    /// A uTP-first connect succeeded after the unscaled SYN wait would have ended it.
+    bool connected_past_unscaled_wait = false;
 
 private:
     // One try: connect, (MSE), handshakes, conversation. True when the session is over
@@ -347,6 +349,8 @@ private:
             const clock::time_point now = clock::now();
             auto limit = (deadline_ - now) / 2;
             if (use_utp) limit = std::min<clock::duration>(limit, utp_first_connect_limit);
+            // The DHT's round trip planned a longer SYN wait, and room for TCP after it.
+            if (use_utp && plan_.syn_wait_scaled) limit = std::min<clock::duration>(plan_.utp_syn_wait, deadline_ - now);
             conn_.connect_limit.expires_at(now + limit);
             conn_.connect_limit.async_wait([weak = conn_.self](const std::error_code& ec) {
                 if (ec) return; // cancelled: the connect finished first
@@ -369,20 +373,24 @@ private:
             co_return false;
         }
         result.connected = true;
-        extend_deadline(clock::now() - began);
+        const clock::time_point now = clock::now();
+        if (use_utp && plan_.syn_wait_scaled &&
+            now - began > std::min<clock::duration>((req_.deadline - began) / 2, utp_first_connect_limit))
+            connected_past_unscaled_wait = true;
+        extend_deadline(now, now - began);
         co_return true;
     }
 
     // The connect took one round trip (TCP's SYN, uTP's SYN and STATE; a lost SYN makes it
     // look longer, which is right: that path loses packets). What is left of the exchange
-    // takes several more: the MSE exchange, both handshakes, the pieces.
-    void extend_deadline(clock::duration rtt) {
-        const clock::time_point want = clock::now() + deadline_rtts * rtt + deadline_loss_slack;
-        const clock::time_point to = std::min(want, req_.deadline_limit);
-        if (to <= deadline_) return;
-        deadline_ = to;
-        result.deadline_extended = true;
-        conn_.arm_watchdog(to);
+    // takes several more: the MSE exchange, both handshakes, the pieces. Measured here, the
+    // round trip replaces the DHT's plan; connects never shorten each other's deadline.
+    void extend_deadline(clock::time_point now, clock::duration rtt) {
+        connect_deadline_ = std::max(connect_deadline_, deadline_after_connect(req_, now, rtt));
+        if (connect_deadline_ > req_.deadline) result.deadline_extended = true;
+        if (connect_deadline_ == deadline_) return;
+        deadline_ = connect_deadline_;
+        conn_.arm_watchdog(deadline_);
     }
 
     asio::awaitable<bool> write_tx() {
@@ -608,7 +616,9 @@ private:
     }
 
     const session_request& req_;
-    clock::time_point deadline_; ///< req_.deadline, pushed back by a slow round trip (extend_deadline)
+    const session_plan plan_;
+    clock::time_point deadline_; ///< the plan's, then the connects' (extend_deadline)
+    clock::time_point connect_deadline_ = req_.deadline; ///< the latest the connects measured for
     piece_source& source_;
     const std::uint32_t slot_;
     connection& conn_;
@@ -669,6 +679,41 @@ std::optional<transport_policy> parse_transport_policy(std::string_view s) noexc
     return std::nullopt;
 }
 
+session_plan plan_session(const session_request& req, clock::time_point start) noexcept {
+    session_plan p;
+    p.deadline = req.deadline;
+    if (!req.dht_rtt.known()) return p;
+    const clock::duration rtt = req.dht_rtt.value();
+    const clock::time_point limit = std::max(req.deadline, req.deadline_limit);
+    // After a connect: its round trips and one retransmission (as deadline_after_connect).
+    const clock::duration after_connect = (deadline_rtts + 1) * rtt + deadline_loss_slack;
+    clock::time_point want = start + dht_plan_rtts * rtt + deadline_loss_slack;
+    clock::duration wait = utp_first_connect_limit;
+    if (req.transports == transport_policy::utp_first) {
+        wait = std::clamp<clock::duration>(dht_plan_rtts * rtt, utp_first_connect_limit, utp_first_connect_limit_max);
+        if (wait > utp_first_connect_limit) want = std::max(want, start + wait + after_connect);
+    }
+    const clock::time_point to = std::min(want, limit);
+    if (to > p.deadline) {
+        p.deadline = to;
+        p.extended = true;
+    }
+    // The wait never takes what TCP needs after it; with too little room it stays unscaled.
+    wait = std::min(wait, p.deadline - start - after_connect);
+    if (wait > utp_first_connect_limit) {
+        p.utp_syn_wait = wait;
+        p.syn_wait_scaled = true;
+        p.extended = true;
+    }
+    return p;
+}
+
+clock::time_point deadline_after_connect(const session_request& req, clock::time_point now,
+                                         clock::duration rtt) noexcept {
+    const clock::time_point want = now + deadline_rtts * rtt + deadline_loss_slack;
+    return std::max(req.deadline, std::min(want, req.deadline_limit));
+}
+
 asio::awaitable<session_result> run_peer_session(session_request request, piece_source& source,
                                                  std::uint32_t session_slot) {
     const clock::time_point start = clock::now();
@@ -679,16 +724,20 @@ asio::awaitable<session_result> run_peer_session(session_request request, piece_
     const asio::any_io_executor ex = co_await asio::this_coro::executor;
     auto conn = std::make_shared<connection>(ex);
     conn->self = conn;
-    conn->arm_watchdog(request.deadline);
+    const session_plan plan = plan_session(request, start);
+    conn->arm_watchdog(plan.deadline);
 
-    session s(request, source, session_slot, *conn, cancel);
+    session s(request, plan, source, session_slot, *conn, cancel);
     co_await s.run();
 
     conn->watchdog.cancel();
     conn->connect_limit.cancel();
     conn->close_stream(); // abortive: the session is over either way (see the streams)
     s.result.elapsed = clock::now() - start;
-    s.result.saved_by_extension = s.result.deadline_extended && s.result.ok() && clock::now() > request.deadline;
+    const bool late = clock::now() > request.deadline;
+    s.result.saved_by_extension = s.result.deadline_extended && s.result.ok() && late;
+    s.result.dht_rtt_extended = plan.extended;
+    s.result.saved_by_dht_rtt = plan.extended && s.result.ok() && (late || s.connected_past_unscaled_wait);
     co_return s.result;
 }
 

@@ -76,6 +76,17 @@ class utp_host;
 inline constexpr unsigned deadline_rtts = 10;
 inline constexpr std::chrono::milliseconds deadline_loss_slack{1000};
 
+/// With the DHT's round trip to the peer known before any connect (session_request::dht_rtt,
+/// issue 32), a session plans for this many of them: its connect, one fallback's connect and
+/// the deadline_rtts after it. Its deadline becomes at least start + dht_plan_rtts round trips
+/// + deadline_loss_slack, and a uTP-first SYN wait clamp(dht_plan_rtts round trips,
+/// utp_first_connect_limit, utp_first_connect_limit_max), no longer halved: a longer wait
+/// covers uTP's SYN resent at 1 s and 3 s and the last one's answer. At the default 4 s
+/// neither changes below a 250 ms round trip. The deadline then also leaves the TCP
+/// fallback its connect and the deadline_rtts after it. Both stay within deadline_limit.
+inline constexpr unsigned dht_plan_rtts = deadline_rtts + 2;
+inline constexpr std::chrono::seconds utp_first_connect_limit_max{6};
+
 /// A session tries at most this often: the first try, one encryption fallback and one
 /// transport fallback.
 inline constexpr std::size_t max_tries = 3;
@@ -106,6 +117,9 @@ struct session_request {
     /// to the connect's end + deadline_rtts round trips + deadline_loss_slack. Not later
     /// than `deadline` (the default): never pushed back.
     std::chrono::steady_clock::time_point deadline_limit{};
+    /// The DHT's round trip to the peer's IP, when known: the session plans with it until a
+    /// connect measures its own (plan_session, deadline_after_connect).
+    api::peer_rtt dht_rtt{};
     std::size_t max_metadata_size = wire::default_max_metadata_size;
     /// Source address for the connection (port chosen by the OS); the default route when empty.
     std::optional<ip_address> bind_address;
@@ -150,9 +164,33 @@ struct session_result {
 
     bool deadline_extended = false;  ///< a slow round trip pushed the deadline back
     bool saved_by_extension = false; ///< ... and the session succeeded after the first deadline
+    /// The DHT's round trip lengthened the deadline or the uTP-first SYN wait (plan_session) ...
+    bool dht_rtt_extended = false;
+    /// ... and the session succeeded after the unscaled deadline, or its uTP connect after
+    /// the unscaled SYN wait (it may count as saved_by_extension too).
+    bool saved_by_dht_rtt = false;
 
     bool ok() const noexcept { return failure == session_failure::none; }
 };
+
+/// What a session plans before its first connect, from its request and start (pure: unit
+/// tests give it any instant).
+struct session_plan {
+    std::chrono::steady_clock::time_point deadline;
+    /// A uTP-first connect's limit before TCP is tried; `scaled`: longer than
+    /// utp_first_connect_limit, and not halved like the unscaled one.
+    std::chrono::steady_clock::duration utp_syn_wait = utp_first_connect_limit;
+    bool syn_wait_scaled = false;
+    bool extended = false; ///< the DHT's round trip lengthened the deadline or the SYN wait
+};
+session_plan plan_session(const session_request& req, std::chrono::steady_clock::time_point start) noexcept;
+
+/// The deadline once a connect ending at `now` measured `rtt`: now + deadline_rtts round trips
+/// + deadline_loss_slack, within [req.deadline, req.deadline_limit]. The later measurement
+/// wins: it replaces whatever the DHT's round trip planned, shorter or longer.
+std::chrono::steady_clock::time_point deadline_after_connect(const session_request& req,
+                                                             std::chrono::steady_clock::time_point now,
+                                                             std::chrono::steady_clock::duration rtt) noexcept;
 
 /// Runs one session to its end; never throws (except std::bad_alloc from the coroutine
 /// machinery itself). Success means source.complete(), whoever fetched the pieces.

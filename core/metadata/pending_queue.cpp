@@ -73,7 +73,7 @@ std::size_t pending_queue::purge(time_point now) {
 }
 
 offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, api::hash_source src,
-                                  time_point event_time, time_point now) {
+                                  time_point event_time, time_point now, api::peer_rtt rtt) {
     const auto record = [this](offer_result r) {
         ++counts_[static_cast<std::size_t>(r)];
         return r;
@@ -96,6 +96,7 @@ offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, a
                 p.seen_at = event_time;
                 p.source = src;
             }
+            if (rtt.known()) p.rtt = rtt; // the later measurement wins
             return record(offer_result::duplicate_peer);
         }
         offer_result r = offer_result::merged;
@@ -110,7 +111,7 @@ offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, a
         } else {
             ++e.peer_count;
         }
-        e.peers[slot] = pending_peer{who, src, event_time};
+        e.peers[slot] = pending_peer{who, src, event_time, rtt};
         e.last_seen = now;
         unlink_recency(i);
         push_newest(i);
@@ -143,7 +144,7 @@ offer_result pending_queue::offer(const id20& info_hash, const endpoint& peer, a
     const time_point arrival = arr_tail_ != nil ? std::max(now, nodes_[arr_tail_].e.first_seen) : now;
     n.e = pending_entry{};
     n.e.info_hash = info_hash;
-    n.e.peers[0] = pending_peer{who, src, event_time};
+    n.e.peers[0] = pending_peer{who, src, event_time, rtt};
     n.e.peer_count = 1;
     n.e.first_seen = arrival;
     n.e.last_seen = now;

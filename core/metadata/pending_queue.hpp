@@ -46,6 +46,7 @@ struct pending_peer {
     endpoint peer;
     api::hash_source source = api::hash_source::announce;
     time_point seen_at{}; ///< the event time of its latest sighting
+    api::peer_rtt rtt{};  ///< the DHT's round trip to its IP (the latest sighting that had one)
 };
 
 /// What take() hands to a worker.
@@ -79,8 +80,9 @@ public:
     explicit pending_queue(pending_queue_options options = {});
 
     /// Offers a sighting of `peer` holding `info_hash`, seen at `event_time`.
+    /// `rtt`: the DHT's round trip to the peer's IP, when known.
     offer_result offer(const id20& info_hash, const endpoint& peer, api::hash_source src, time_point event_time,
-                       time_point now);
+                       time_point now, api::peer_rtt rtt = {});
     /// Removes and returns the newest unexpired entry (peers freshest first), or nothing.
     std::optional<pending_entry> take(time_point now);
     /// Removes `info_hash` (e.g. already delivered). False when absent.

@@ -57,6 +57,7 @@ struct job {
     id20 key;
     std::vector<endpoint> peers; ///< freshest first; capped at max_job_peers
     std::vector<bool> tried;
+    std::vector<api::peer_rtt> rtts; ///< per peer: the DHT's round trip to it, when known
     bool gated = false;     ///< passed the gate: exactly one completion is owed
     bool completed = false;
     unsigned attempts = 0;
@@ -84,13 +85,23 @@ struct job {
             if (peers[i] == p) tried[i] = false;
     }
 
-    void add_peer(const endpoint& p) {
-        for (const auto& q : peers)
-            if (q == p) return;
+    void add_peer(const endpoint& p, api::peer_rtt rtt = {}) {
+        for (std::size_t i = 0; i < peers.size(); ++i)
+            if (peers[i] == p) {
+                if (rtt.known()) rtts[i] = rtt; // the later measurement wins
+                return;
+            }
         if (peers.size() >= max_job_peers) return;
         peers.push_back(p);
         tried.push_back(false);
+        rtts.push_back(rtt);
         if (waiting_for_peers) wake.cancel();
+    }
+
+    api::peer_rtt rtt_of(const endpoint& p) const {
+        for (std::size_t i = 0; i < peers.size(); ++i)
+            if (peers[i] == p) return rtts[i];
+        return {};
     }
 };
 
@@ -259,11 +270,11 @@ void pipeline::impl::admit(const api::hash_event& e, time_point now) {
         return;
     }
     if (const auto it = jobs.find(e.info_hash); it != jobs.end()) {
-        it->second->add_peer(e.peer);
+        it->second->add_peer(e.peer, e.rtt);
         bump(c.merged_in_flight);
         return;
     }
-    switch (pending.offer(e.info_hash, e.peer, e.kind, std::min(e.at, now), now)) {
+    switch (pending.offer(e.info_hash, e.peer, e.kind, std::min(e.at, now), now, e.rtt)) {
     case offer_result::stale:
     case offer_result::expired_event:
     case offer_result::peers_full: bump(c.pending_refused); break;
@@ -283,7 +294,7 @@ void pipeline::impl::schedule(time_point now) {
         auto j = std::make_shared<job>(io);
         j->key = entry->info_hash;
         j->queued_at = entry->first_seen;
-        for (std::size_t i = 0; i < entry->peer_count; ++i) j->add_peer(entry->peers[i].peer);
+        for (std::size_t i = 0; i < entry->peer_count; ++i) j->add_peer(entry->peers[i].peer, entry->peers[i].rtt);
         jobs.emplace(j->key, j);
         owner.counters_.queue_wait_ms.record(static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(now - entry->first_seen).count()));
@@ -548,6 +559,7 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         req.deadline = deadline;
         // A slow path may push it back up to twice metadata.timeout_secs (peer_session.hpp).
         req.deadline_limit = deadline + std::chrono::seconds(options.timeout_secs);
+        req.dht_rtt = j->rtt_of(peers[i]); // so may the DHT's round trip to it, before a connect
         req.max_metadata_size = options.max_metadata_size;
         if (peers[i].address.is_v4()) req.bind_address = options.bind_v4;
         req.encryption = options.encryption;
@@ -578,6 +590,8 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
         count_tries(r);
         if (r.deadline_extended) bump(owner.counters_.deadline_extensions);
         if (r.saved_by_extension) bump(owner.counters_.deadline_extension_saves);
+        if (r.dht_rtt_extended) bump(owner.counters_.dht_rtt_extensions);
+        if (r.saved_by_dht_rtt) bump(owner.counters_.dht_rtt_saves);
     }
     co_return results;
 }

@@ -72,6 +72,8 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> second_chance_fetches{0}; ///< served by a peer that had timed out once (issue 32)
     std::atomic<std::uint64_t> deadline_extensions{0};      ///< sessions whose slow round trip pushed the deadline back
     std::atomic<std::uint64_t> deadline_extension_saves{0}; ///< ... that succeeded after the first deadline
+    std::atomic<std::uint64_t> dht_rtt_extensions{0}; ///< sessions whose deadline or SYN wait the DHT's round trip lengthened
+    std::atomic<std::uint64_t> dht_rtt_saves{0};      ///< ... that succeeded after the unscaled deadline or SYN wait
     std::atomic<std::uint64_t> refetches{0};          ///< multi-peer dicts that failed and were refetched from one
     std::atomic<std::uint64_t> duplicates{0};         ///< a hybrid already delivered under its other key
     std::atomic<std::uint64_t> bytes_fetched{0};

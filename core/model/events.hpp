@@ -29,6 +29,25 @@ enum class hash_source : std::uint8_t {
 };
 std::string_view to_string(hash_source s) noexcept;
 
+/// The round trip the DHT side measured to a peer's IP (the smoothed time its KRPC replies
+/// took, dht/source_table.hpp), carried with the peer to the metadata side, whose deadlines
+/// scale with it (issue 32). Whole milliseconds, 1..65535 (rounded up, so a known round trip
+/// is never 0); 0 means unknown. Two bytes: it rides in every pending peer.
+struct peer_rtt {
+    std::uint16_t millis = 0;
+
+    bool known() const noexcept { return millis != 0; }
+    std::chrono::milliseconds value() const noexcept { return std::chrono::milliseconds(millis); }
+    static peer_rtt of(duration d) noexcept {
+        const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+        if (us <= 0) return peer_rtt{1};
+        const auto ms = (us + 999) / 1000;
+        return peer_rtt{static_cast<std::uint16_t>(ms > 65535 ? 65535 : ms)};
+    }
+    static peer_rtt of(const std::optional<duration>& d) noexcept { return d ? of(*d) : peer_rtt{}; }
+    friend bool operator==(peer_rtt, peer_rtt) = default;
+};
+
 /// A hash with a peer that should have its metadata: the input of the metadata pipeline.
 struct hash_event {
     id20 info_hash;
@@ -36,6 +55,7 @@ struct hash_event {
     endpoint source; ///< the DHT node that told us
     hash_source kind = hash_source::announce;
     time_point at{};
+    peer_rtt rtt{};  ///< the DHT's round trip to peer's IP, when it has one
 };
 
 /// A hash seen by the DHT side, for the application: looked up, sampled, or announced.

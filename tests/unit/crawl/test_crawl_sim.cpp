@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -514,6 +515,41 @@ TEST_CASE("announces reach the application as observations with their node, port
     CHECK(seen[2].port == 7000);
     CHECK(h.service->announce_observations_dropped() == 4);
     CHECK(h.sink.hashes.size() == 7);
+}
+
+TEST_CASE("an announce carries the round trip our queries measured to the announcing IP (issue 32)") {
+    sim::network_options no;
+    no.latency_min = no.latency_max = 150ms; // 300 ms round trips
+    harness h(no);
+    const auto node = h.net.add_node(ep("60.0.0.1:6881"));
+    h.start({{h.net.node(node).ep}});
+    h.net.run_for(1s); // the bootstrap query, answered 300 ms later
+    const auto& src = h.service->sources().stats();
+    REQUIRE(src.rtt_samples.load() >= 1);
+
+    // A client at the node's IP announces (its token first), and a stranger does.
+    const endpoint same_ip{ip("60.0.0.1"), 7000};
+    const endpoint stranger{ip("61.0.0.1"), 7000};
+    const id20 id = h.net.random_id();
+    const std::string t1 = token_for(h, same_ip, id);
+    const std::string t2 = token_for(h, stranger, id);
+    const id20 known = h.net.random_id(), unknown = h.net.random_id();
+    h.net.client_send(same_ip, sim::make_announce("a1", id, known, 51413, t1, false));
+    h.net.client_send(stranger, sim::make_announce("a2", id, unknown, 51413, t2, false));
+    h.net.run_for(100ms);
+    std::optional<crawl::hash_event> with, without;
+    for (const auto& e : h.sink.hashes) {
+        if (e.info_hash == known) with = e;
+        if (e.info_hash == unknown) without = e;
+    }
+    REQUIRE(with);
+    REQUIRE(without);
+    CHECK(with->peer == endpoint{ip("60.0.0.1"), 51413});
+    // 300 ms, and at most the turn that picked the reply up on top (10 ms steps here).
+    CHECK(with->rtt.millis >= 300);
+    CHECK(with->rtt.millis <= 320);
+    CHECK_FALSE(without->rtt.known());
+    CHECK(src.rtt_known.load() == 1);
 }
 
 TEST_CASE("announce_observations_per_sec 0: announces are captured and never observed") {

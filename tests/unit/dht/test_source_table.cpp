@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "dht/source_table.hpp"
+#include "model/events.hpp"
 #include "util/clock.hpp"
 
 #include <vector>
@@ -336,6 +337,63 @@ TEST_CASE("churn through many IPs and ports keeps the indexes consistent and the
     // Ids repeat across IPs and ports here, and no node was taken for another: the aliases of
     // evicted nodes went with them.
     CHECK(t.stats().node_rebinds == 0);
+}
+
+TEST_CASE("an IP's round trip: smoothed from its timed answers, told while it is trusted, counted") {
+    manual_clock c;
+    source_table t(source_table_options{.trust_ttl = 900s, .hash_seed = 5});
+    const endpoint node = ep("1.2.3.4:6881");
+    CHECK_FALSE(t.round_trip(node.address, c.now())); // never answered
+    t.on_answered(node, id_of(1), c.now());           // an answer nobody timed
+    CHECK_FALSE(t.round_trip(node.address, c.now()));
+    CHECK(t.stats().rtt_samples == 0);
+
+    t.on_answered(node, id_of(1), c.now(), 300ms); // the first sample as it is
+    CHECK(t.round_trip(node.address, c.now()) == std::optional<duration>(300ms));
+    t.on_answered(ep("1.2.3.4:7000"), id_of(2), c.now(), 500ms); // another node of the IP: 1/8 of the new
+    CHECK(t.round_trip(ip("::ffff:1.2.3.4"), c.now()) == std::optional<duration>(325ms));
+    CHECK(t.stats().rtt_samples == 2);
+    CHECK_FALSE(t.round_trip(ip("1.2.3.5"), c.now())); // per IP
+
+    // A sample from outside any query's reach is capped; one of 0 still counts as timed.
+    t.on_answered(ep("5.6.7.8:1"), id_of(3), c.now(), 0ms);
+    CHECK(t.round_trip(ip("5.6.7.8"), c.now()) == std::optional<duration>(1us));
+    t.on_answered(ep("5.6.7.9:1"), id_of(4), c.now(), 10h);
+    CHECK(t.round_trip(ip("5.6.7.9"), c.now()) == std::optional<duration>(60s));
+
+    // Told while trusted only: an IP silent for trust_ttl may have moved or changed paths.
+    c.advance(899s);
+    CHECK(t.round_trip(node.address, c.now()));
+    c.advance(1s);
+    CHECK_FALSE(t.round_trip(node.address, c.now()));
+    CHECK(t.stats().rtt_lookups == 9);
+    CHECK(t.stats().rtt_known == 5);
+}
+
+TEST_CASE("round trips live in the bounded IP table: the table stays at its capacity") {
+    manual_clock c;
+    source_table t(source_table_options{.capacity = 8, .hash_seed = 5});
+    std::size_t bytes = 0;
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+        t.on_answered(nth(i), id_of(static_cast<std::uint8_t>(i)), c.now(), 100ms);
+        c.advance(10s); // every entry settles: evictable
+        if (i == 8) bytes = t.memory_bytes();
+    }
+    CHECK(t.size() == 8);
+    CHECK(t.memory_bytes() == bytes);
+    CHECK(t.round_trip(nth(999).address, c.now()) == std::optional<duration>(100ms));
+    CHECK_FALSE(t.round_trip(nth(0).address, c.now())); // evicted with its entry
+}
+
+TEST_CASE("a peer's round trip crosses to the metadata side in two bytes: whole milliseconds, rounded up") {
+    CHECK_FALSE(api::peer_rtt{}.known());
+    CHECK(api::peer_rtt::of(std::optional<duration>{}) == api::peer_rtt{});
+    CHECK(api::peer_rtt::of(std::optional<duration>(300ms)).millis == 300);
+    CHECK(api::peer_rtt::of(duration(300'001us)).millis == 301);
+    CHECK(api::peer_rtt::of(duration(1us)).millis == 1);
+    CHECK(api::peer_rtt::of(duration::zero()).known()); // measured, however small
+    CHECK(api::peer_rtt::of(duration(70s)).millis == 65535);
+    CHECK(api::peer_rtt::of(duration(300ms)).value() == 300ms);
 }
 
 } // TEST_SUITE

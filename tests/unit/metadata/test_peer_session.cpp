@@ -744,4 +744,95 @@ TEST_CASE("failure names are stable") {
     CHECK(static_cast<int>(session_failure::utp_timeout) == 17);
 }
 
+TEST_CASE("the DHT's round trip plans the deadline and the uTP-first SYN wait, within their bounds") {
+    using namespace dhtc::metadata;
+    // Instants only: the plan is pure, so any start will do (no session runs).
+    const clock_type::time_point start{std::chrono::hours(1)};
+    session_request req;
+    req.deadline = start + 4s;       // metadata.timeout_secs 4
+    req.deadline_limit = start + 8s; // twice it
+    const auto plan_with = [&](std::uint16_t rtt_ms, transport_policy tr) {
+        session_request r = req;
+        r.dht_rtt = dhtc::api::peer_rtt{rtt_ms};
+        r.transports = tr;
+        return plan_session(r, start);
+    };
+
+    SUBCASE("unknown: today's defaults") {
+        for (const auto tr : {transport_policy::tcp, transport_policy::utp_first}) {
+            const auto p = plan_with(0, tr);
+            CHECK(p.deadline == req.deadline);
+            CHECK(p.utp_syn_wait == utp_first_connect_limit);
+            CHECK_FALSE(p.syn_wait_scaled);
+            CHECK_FALSE(p.extended);
+        }
+    }
+    SUBCASE("300 ms over TCP: 12 round trips and one retransmission") {
+        const auto p = plan_with(300, transport_policy::tcp);
+        CHECK(p.deadline == start + 4600ms);
+        CHECK_FALSE(p.syn_wait_scaled);
+        CHECK(p.extended);
+    }
+    SUBCASE("300 ms uTP first: a 3.6 s SYN wait, and room for TCP after it") {
+        const auto p = plan_with(300, transport_policy::utp_first);
+        CHECK(p.syn_wait_scaled);
+        CHECK(p.utp_syn_wait == 3600ms);
+        CHECK(p.deadline == start + 3600ms + 11 * 300ms + 1s); // 7.9 s
+        CHECK(p.extended);
+    }
+    SUBCASE("up to 250 ms nothing changes at the default timeout") {
+        for (const std::uint16_t ms : {1, 50, 100, 250}) {
+            CAPTURE(ms);
+            for (const auto tr : {transport_policy::tcp, transport_policy::both, transport_policy::utp_first}) {
+                const auto p = plan_with(ms, tr);
+                CHECK(p.deadline == req.deadline);
+                CHECK_FALSE(p.syn_wait_scaled);
+                CHECK_FALSE(p.extended);
+            }
+        }
+    }
+    SUBCASE("bounds: never past deadline_limit, a SYN wait of at most 6 s that leaves TCP its time") {
+        for (const std::uint16_t ms : {260, 300, 400, 500, 1000, 5000, 65535}) {
+            CAPTURE(ms);
+            const auto rtt = std::chrono::milliseconds(ms);
+            for (const auto tr : {transport_policy::tcp, transport_policy::utp_first}) {
+                const auto p = plan_with(ms, tr);
+                CHECK(p.deadline > req.deadline);
+                CHECK(p.deadline <= req.deadline_limit);
+                CHECK(p.utp_syn_wait >= utp_first_connect_limit);
+                CHECK(p.utp_syn_wait <= utp_first_connect_limit_max);
+                if (p.syn_wait_scaled) CHECK(start + p.utp_syn_wait + 11 * rtt + 1s <= p.deadline);
+            }
+        }
+        CHECK(plan_with(500, transport_policy::utp_first).deadline == req.deadline_limit);
+        CHECK_FALSE(plan_with(500, transport_policy::utp_first).syn_wait_scaled); // 6 s + 5.5 s + 1 s > 8 s
+        CHECK(plan_with(350, transport_policy::utp_first).utp_syn_wait == 8s - 11 * 350ms - 1s); // what TCP leaves
+        CHECK_FALSE(plan_with(400, transport_policy::utp_first).syn_wait_scaled); // 2.6 s left: the default's
+    }
+    SUBCASE("without a deadline_limit nothing moves") {
+        req.deadline_limit = {};
+        for (const auto tr : {transport_policy::tcp, transport_policy::utp_first}) {
+            const auto p = plan_with(1000, tr);
+            CHECK(p.deadline == req.deadline);
+            CHECK_FALSE(p.syn_wait_scaled);
+            CHECK_FALSE(p.extended);
+        }
+    }
+}
+
+TEST_CASE("after a connect its own round trip sets the deadline: the later measurement wins") {
+    using namespace dhtc::metadata;
+    const clock_type::time_point start{std::chrono::hours(1)};
+    session_request req;
+    req.deadline = start + 4s;
+    req.deadline_limit = start + 8s;
+    req.dht_rtt = dhtc::api::peer_rtt{300};
+    // The DHT planned 4.6 s; a 50 ms connect brings it back to the default, a slow one pushes it out.
+    CHECK(deadline_after_connect(req, start + 50ms, 50ms) == req.deadline);
+    CHECK(deadline_after_connect(req, start + 300ms, 300ms) == start + 4300ms);
+    CHECK(deadline_after_connect(req, start + 1s, 900ms) == req.deadline_limit);
+    req.deadline_limit = {};
+    CHECK(deadline_after_connect(req, start + 1s, 900ms) == req.deadline);
+}
+
 } // TEST_SUITE

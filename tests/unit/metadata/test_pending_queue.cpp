@@ -72,6 +72,25 @@ TEST_CASE("deduplicates by info hash; the same peer again only refreshes") {
     CHECK_FALSE(q.take(t));
 }
 
+TEST_CASE("a peer keeps the DHT's round trip of its latest sighting that had one") {
+    manual_clock clk;
+    auto q = make_queue(100);
+    const auto t = clk.now();
+    CHECK(q.offer(hid(1), peer(1), hash_source::announce, t, t, api::peer_rtt{300}) == R::added);
+    CHECK(q.offer(hid(1), peer(1), hash_source::sample, t, t) == R::duplicate_peer); // unknown: kept
+    CHECK(q.offer(hid(1), peer(2), hash_source::sample, t, t) == R::merged);
+    auto e = q.take(t);
+    REQUIRE(e);
+    REQUIRE(e->peer_count == 2);
+    for (std::uint8_t k = 0; k < 2; ++k)
+        CHECK(e->peers[k].rtt == (e->peers[k].peer == peer(1) ? api::peer_rtt{300} : api::peer_rtt{}));
+    CHECK(q.offer(hid(2), peer(1), hash_source::announce, t, t, api::peer_rtt{300}) == R::added);
+    CHECK(q.offer(hid(2), peer(1), hash_source::announce, t, t, api::peer_rtt{120}) == R::duplicate_peer);
+    e = q.take(t);
+    REQUIRE(e);
+    CHECK(e->peers[0].rtt == api::peer_rtt{120}); // the later measurement wins
+}
+
 TEST_CASE("a v4-mapped address is the same peer as its v4 form; another port is another peer") {
     manual_clock clk;
     auto q = make_queue(10);

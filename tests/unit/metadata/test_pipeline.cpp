@@ -124,9 +124,9 @@ struct rig {
         return o;
     }
     // Each offer is a millisecond after the last on the pipeline's clock, so "freshest" is defined.
-    void offer(const id20& h, const endpoint& peer) {
+    void offer(const id20& h, const endpoint& peer, api::peer_rtt rtt = {}) {
         clock.advance(std::chrono::milliseconds(1));
-        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce, clock.now()}));
+        REQUIRE(pipe.ingress().try_push(api::hash_event{h, peer, peer, api::hash_source::announce, clock.now(), rtt}));
     }
     // Waits (bounded) until `n` completions arrived.
     bool wait_completions(std::size_t n, std::chrono::seconds limit = 15s) {
@@ -178,6 +178,21 @@ TEST_CASE("a served info dict is verified, parsed, delivered once and completed 
     CHECK(r.a.completions[0].result == api::outcome::accepted);
     CHECK(r.a.completions[0].attempts == 1);
     CHECK(r.a.gated.size() == 1);
+}
+
+TEST_CASE("a peer's DHT round trip reaches its session: 300 ms lengthens the deadline, unknown keeps it") {
+    test::fake_peer slow(fixture("v1_multi"));
+    test::fake_peer unknown(fixture("v1_single"));
+    rig r; // timeout 2 s, so 300 ms plans past it (12 round trips + 1 s), up to 4 s
+    r.offer(slow.info_hash(), slow.local_endpoint(), api::peer_rtt{300});
+    r.offer(unknown.info_hash(), unknown.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    REQUIRE(r.a.completions.size() == 2);
+    for (const auto& c : r.a.completions) CHECK(c.result == api::outcome::accepted);
+    const auto& c = r.pipe.counters();
+    CHECK(c.dht_rtt_extensions.load() == 1);
+    CHECK(c.dht_rtt_saves.load() == 0); // loopback: served long before the unscaled deadline
 }
 
 TEST_CASE("tries by transport x encryption: a peer forcing RC4 under prefer_plaintext") {
