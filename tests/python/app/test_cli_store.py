@@ -87,14 +87,79 @@ def test_malformed_connection_string_names_the_option(tmp_path):
     assert "error:" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def test_unreachable_server_is_a_clear_error_at_start(tmp_path):
+@pytest.mark.parametrize("wait", ["0", "1.5"])
+def test_unreachable_server_is_a_clear_error_at_start(tmp_path, wait):
     url = f"postgresql://nobody:secret@127.0.0.1:{unused_loopback_port(socket.SOCK_STREAM)}/nothing"
     r = run_cli("crawl", *("--port", "0", "--bind", "127.0.0.1", "--no-default-bootstrap"),
-                "--store", url, "--duration", "30", cwd=tmp_path, timeout=60)
+                "--store", url, "--store-wait", wait, "--duration", "30", cwd=tmp_path, timeout=60)
     assert r.returncode == 1, r.stderr
-    assert "cannot connect" in r.stderr and "127.0.0.1" in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert "cannot connect" in lines[-1] and "127.0.0.1" in lines[-1]
+    # with a wait, one line says so first; then the same error as without
+    assert len(lines) == (1 if wait == "0" else 2), r.stderr
+    assert wait == "0" or lines[0].startswith("dhtcrawler: waiting up to 1.5 s for ")
     assert "secret" not in r.stderr  # the password is never printed
     assert not (tmp_path / "dhtcrawler.sqlite").exists()
+
+
+class _Flaky:
+    """A Database.connect that refuses ``refusals`` times, then connects."""
+
+    def __init__(self, refusals: int, error: type) -> None:
+        self.refusals, self.error, self.calls = refusals, error, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise self.error("cannot connect to 127.0.0.1: Connection refused")
+        return type("Conn", (), {"close": lambda self: None})()
+
+
+def _wait(monkeypatch, refusals: int, error: type, store_wait: float, pauses: List[float]) -> int:
+    """Runs the start-up wait on a manual clock, noting each pause; returns the connect calls."""
+    import argparse
+
+    from dhtcrawler.app.commands import crawl
+
+    flaky = _Flaky(refusals, error)
+    monkeypatch.setattr(Database, "connect", flaky)
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        now[0] += seconds
+
+    args = argparse.Namespace(store="postgresql://u@127.0.0.1/x", db=None, store_wait=store_wait)
+    crawl._wait_for_store(args, clock=lambda: now[0], sleep=sleep)
+    return flaky.calls
+
+
+def test_crawl_waits_for_a_server_that_starts_after_it(monkeypatch):
+    from dhtcrawler.app.db.postgres import PgConnectError
+
+    pauses: List[float] = []
+    assert _wait(monkeypatch, 4, PgConnectError, 60, pauses) == 5
+    assert pauses == [0.5, 1.0, 2.0, 4.0]  # backing off, then connected
+
+
+def test_crawl_waits_no_longer_than_store_wait(monkeypatch):
+    from dhtcrawler.app.commands.common import StartError
+    from dhtcrawler.app.db.postgres import PgConnectError
+
+    pauses: List[float] = []
+    with pytest.raises(StartError, match="cannot connect"):
+        _wait(monkeypatch, 1000, PgConnectError, 20, pauses)
+    assert 15 <= sum(pauses) <= 20 and max(pauses) == 5.0
+
+
+def test_crawl_does_not_wait_for_a_bad_password_or_uri(monkeypatch):
+    from dhtcrawler.app.commands.common import StartError
+    from dhtcrawler.app.db.postgres import PgError
+
+    pauses: List[float] = []
+    with pytest.raises(StartError):
+        _wait(monkeypatch, 1000, PgError, 60, pauses)
+    assert pauses == []
 
 
 # ---- --store: a fleet on one PostgreSQL ---------------------------------------------------

@@ -106,6 +106,10 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def non_negative_seconds(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
+
+
 def port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {text!r}")

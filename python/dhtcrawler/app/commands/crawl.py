@@ -8,18 +8,20 @@ import argparse
 import ipaddress
 import json
 import sys
+import time
 from typing import Any, Dict, Optional, Sequence
 
 from ... import __version__
 from ..._crawler import Crawler, default_options
 from ..._errors import StoreError
 from ..acceptance import Acceptance
+from ..db.postgres import PgConnectError, PgError
 from ..signals import Stopper
 from ..sinks import DatabaseSink, JsonlSink
 from ..status import StatusLine
 from .common import (DEFAULT_DB, EXIT_OK, StartError, UsageError, age, count, database, error_printer, load_rules,
                      rules_flags,
-                     open_failure, port, positive_seconds, scrape_rate)
+                     non_negative_seconds, open_failure, port, positive_seconds, scrape_rate)
 from .serve import web_app, web_flags
 
 
@@ -40,6 +42,10 @@ def add_parser(sub: Any) -> None:
                        help=f"SQLite database for torrents and retry state (default ./{DEFAULT_DB})")
     p.add_argument("--store", metavar="postgresql://...",
                        help="join a fleet: torrents and retry state in this PostgreSQL database")
+    p.add_argument("--store-wait", type=non_negative_seconds, default=60.0, metavar="SECONDS",
+                       help="with --store: wait up to this long for the server to accept connections at "
+                            "start, as when a fleet and its database start together (default 60; 0: fail "
+                            "at once)")
     p.add_argument("--duration", type=positive_seconds, metavar="SECONDS", help="stop after this long")
     p.add_argument("--options", metavar="FILE.json", help="options document (flags override it)")
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus text at /metrics")
@@ -178,7 +184,36 @@ def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawle
         raise StartError(e.message) from None
 
 
+def _wait_for_store(args: argparse.Namespace, *, clock: Any = time.monotonic, sleep: Any = time.sleep) -> None:
+    """With --store, waits (up to --store-wait seconds, backing off from 0.5 to 5 s) until
+    the server accepts a connection: in a compose file or after a reboot the crawler often
+    starts before its database, and a crawler that exits then only restarts in a loop. A
+    server still unreachable at the end is the start-up failure it always was."""
+    if not args.store or args.store_wait <= 0:
+        return
+    db = database(args)
+    deadline = clock() + args.store_wait
+    pause, said = 0.5, False
+    while True:
+        try:
+            db.connect().close()
+            return
+        except PgError as e:  # a bad URI or no driver: at once
+            if not isinstance(e, PgConnectError) or clock() + pause > deadline:
+                raise open_failure(db, e) from None
+            if not said:
+                print(f"dhtcrawler: waiting up to {args.store_wait:g} s for {db.describe()}: {e}",
+                      file=sys.stderr, flush=True)
+                said = True
+        try:
+            sleep(pause)
+        except KeyboardInterrupt:
+            raise StartError(f"--store: interrupted while waiting for {db.describe()}") from None
+        pause = min(pause * 2, 5.0)
+
+
 def run(args: argparse.Namespace) -> int:
+    _wait_for_store(args)
     crawler = _create_crawler(args, crawl_options(args))
     db = jsonl = None
     metrics = status = web = scraper = None

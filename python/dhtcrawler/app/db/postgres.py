@@ -25,6 +25,19 @@ class PgError(DatabaseError):
     one line."""
 
 
+class PgConnectError(PgError):
+    """The server did not accept a connection (down, starting, unreachable): worth trying
+    again later, unlike a bad URI or a missing driver."""
+
+
+def _worth_retrying(e: Any) -> bool:
+    """A server down, starting or full: yes. A bad URI, password, user or database: no."""
+    state = getattr(e, "sqlstate", None)
+    if state is not None:
+        return state in ("57P03", "53300")  # cannot_connect_now (starting), too_many_connections
+    return "invalid" not in str(e)
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
@@ -96,7 +109,7 @@ class PgDriver:
         try:
             self._conn = psycopg.connect(self._conninfo, autocommit=True, **extra)
         except psycopg.Error as e:
-            raise PgError(f"cannot connect to {describe(self._conninfo)}: {_one_line(e)}") from None
+            raise (PgConnectError if _worth_retrying(e) else PgError)(f"cannot connect to {describe(self._conninfo)}: {_one_line(e)}") from None
 
     def _cursor(self) -> Any:
         if self._conn is None or self._conn.closed:
