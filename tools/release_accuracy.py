@@ -1,7 +1,7 @@
 """The classifier's accuracy on the labelled sample (tests/data/release_names): a table by
 content type (docs/indexer.md).
 
-    python3 tools/release_accuracy.py [--part held|tune|all] [--errors]
+    python3 tools/release_accuracy.py [--part held|tune|all] [--sample FILE.tsv] [--errors]
 
 Needs the dhtcrawler package importable (with parse-torrent-title).
 """
@@ -33,9 +33,11 @@ def _int(text: str):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", default="held", choices=("held", "tune", "all"))
+    ap.add_argument("--sample", default=str(SAMPLE),
+                    help="the labelled sample (default release_names.tsv; held_3502.tsv is the second held sample)")
     ap.add_argument("--errors", action="store_true", help="print every miss")
     args = ap.parse_args()
-    with open(SAMPLE, encoding="utf-8") as f:
+    with open(args.sample, encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f, delimiter="\t") if args.part in ("all", r["part"])]
     by_type: Dict[str, List[int]] = {}  # type -> [names, type right, season/episode right (tv), year right]
     spent = 0.0

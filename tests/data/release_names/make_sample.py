@@ -11,6 +11,11 @@ script is kept so the way it was written can be read, not to be re-run (re-runni
 same seed writes the same file). ``part`` is ``tune`` or ``held``: every third row of each
 type is held back from tuning, and docs/indexer.md reports accuracy on the held part.
 
+``--fresh SEED`` writes a second held sample (held_SEED.tsv, every row held): the same
+conventions and titles drawn again with another seed, each title's form drawn at random
+instead of by its place in the list, and without the hand-written rows (which tuning has
+seen). It is frozen before the classifier changes again, and measured once after.
+
 Columns: name, files (``path:size`` of the largest files, ``|``-separated; empty: a
 single-file torrent named ``name``), total_size, type, tags, title, year, season,
 season_end, episode, episode_end, resolution, source, part.
@@ -25,6 +30,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 R = random.Random(34)
+FRESH = False  # --fresh: each title's form drawn at random, not by its place in the list
+
+
+def form(i: int, forms: int) -> int:
+    """Which of a type's naming forms the i-th title is written in."""
+    return R.randrange(forms) if FRESH else i % forms
 GB, MB = 1 << 30, 1 << 20
 
 SHOWS = ["The Expanse", "Breaking Bad", "Severance", "The Bear", "Slow Horses", "Foundation", "Shogun",
@@ -117,7 +128,7 @@ def tv() -> None:
         s, e = R.randint(1, 9), R.randint(1, 24)
         res, src, codec, grp = R.choice(RES), R.choice(WEB), R.choice(CODECS), R.choice(GROUPS_TV)
         size = R.randint(200, 4000) * MB
-        kind = i % 8
+        kind = form(i, 8)
         if kind == 0:
             name = f"{dotted(show)}.S{s:02d}E{e:02d}.{res}.{src}.{codec}-{grp}"
             row(name, "tv_show", "scene TV episode", size=size, title=show, season=s, episode=e, res=res)
@@ -151,11 +162,12 @@ def tv() -> None:
     for i, show in enumerate(ANIME):
         e, res = R.randint(1, 24), R.choice(["720p", "1080p"])
         grp = ["SubsPlease", "Erai-raws", "Judas", "EMBER", "ASW", "Anime Time"][i % 6]
-        if i % 3 == 0:
+        kind = form(i, 3)
+        if kind == 0:
             name = f"[{grp}] {show} - {e:02d} ({res}) [{R.getrandbits(32):08X}].mkv"
             row(name, "tv_show", "fansub episode, absolute number", size=R.randint(300, 1500) * MB, tags="anime",
                 title=show, episode=e, res=res)
-        elif i % 3 == 1:
+        elif kind == 1:
             s = R.randint(2, 3)
             name = f"[{grp}] {show} S{s} - {e:02d} [{res}][Multiple Subtitle]"
             row(name, "tv_show", "fansub episode, season mark", size=R.randint(300, 1500) * MB, tags="anime",
@@ -170,7 +182,7 @@ def movies() -> None:
     for i, (title, year) in enumerate(MOVIES):
         res, grp, codec = R.choice(RES), R.choice(GROUPS_MOVIE), R.choice(CODECS)
         size = R.randint(700, 60000) * MB
-        kind = i % 6
+        kind = form(i, 6)
         if kind == 0:
             name = f"{dotted(title)}.{year}.{res}.BluRay.{codec}-{grp}"
             src = "scene movie"
@@ -196,7 +208,7 @@ def movies() -> None:
 
 def music() -> None:
     for i, (artist, album, year) in enumerate(ARTISTS):
-        kind = i % 5
+        kind = form(i, 5)
         tracks = R.randint(8, 14)
         if kind == 0:
             name, ext, src = f"{artist} - {album} ({year}) [FLAC]", "flac", "P2P album, FLAC"
@@ -221,7 +233,7 @@ def music() -> None:
 
 def ebooks() -> None:
     for i, (author, title, year) in enumerate(BOOKS):
-        kind = i % 4
+        kind = form(i, 4)
         if kind == 0:
             name, ext, src = f"{author} - {title} ({year}) (retail) (epub)", "epub", "library e-book, retail epub"
         elif kind == 1:
@@ -246,7 +258,7 @@ def ebooks() -> None:
 def comics() -> None:
     for i, title in enumerate(COMICS):
         n, year = R.randint(1, 120), R.randint(1990, 2024)
-        kind = i % 3
+        kind = form(i, 3)
         if kind == 0:
             name = f"{title} {n:03d} ({year}) (Digital) (Zone-Empire).cbr"
             row(name, "comic", "DCP digital comic issue", size=R.randint(20, 90) * MB, year=year)
@@ -266,7 +278,7 @@ def comics() -> None:
 
 def audiobooks() -> None:
     for i, (author, title, year) in enumerate(BOOKS + BOOKS[:6]):
-        kind = i % 4
+        kind = form(i, 4)
         if kind == 0:
             name = f"{author} - {title} (Unabridged) [Audiobook]"
             files = "|".join(f"{name}/{title} - Part {k:02d}.mp3:{60 * MB}" for k in range(1, 4))
@@ -288,7 +300,7 @@ def audiobooks() -> None:
 
 def software() -> None:
     for i, (app, ver) in enumerate(SOFTWARE):
-        kind = i % 4
+        kind = form(i, 4)
         if kind == 0:
             name = f"{dotted(app)}.{ver}.x64-GRP"
             files = f"{name}/setup.exe:{R.randint(50, 3000) * MB}|{name}/crack/readme.nfo:2048"
@@ -315,7 +327,7 @@ def software() -> None:
 
 def games() -> None:
     for i, game in enumerate(GAMES):
-        kind = i % 6
+        kind = form(i, 6)
         if kind == 0:
             name = f"{game} [FitGirl Repack]"
             files = "|".join(f"{name}/fg-{k:02d}.bin:{4 * GB}" for k in range(1, 4)) + f"|{name}/setup.exe:{5 * MB}"
@@ -348,7 +360,7 @@ def xxx() -> None:
         site, who = XXX_SITES[i % len(XXX_SITES)], XXX_NAMES[i % len(XXX_NAMES)]
         yy, mm, dd = R.randint(18, 24), R.randint(1, 12), R.randint(1, 28)
         res = R.choice(["720p", "1080p", "2160p"])
-        kind = i % 4
+        kind = form(i, 4)
         if kind == 0:
             name = f"{site}.{yy}.{mm:02d}.{dd:02d}.{dotted(who)}.XXX.{res}.MP4-WRB"
             src = "scene adult clip"
@@ -412,8 +424,11 @@ def hand_written() -> None:
         files="Beethoven/CD1/01. Symphony No. 1.flac:100000000", size=2 * GB, year=1963)
 
 
-def main(out: str) -> None:
-    for make in (tv, movies, music, ebooks, comics, audiobooks, software, games, xxx, hand_written):
+def main(out: str, *, fresh: bool = False) -> None:
+    makers = [tv, movies, music, ebooks, comics, audiobooks, software, games, xxx]
+    if not fresh:
+        makers.append(hand_written)
+    for make in makers:
         make()
     seen: Dict[str, int] = {}
     fields = ["name", "files", "total_size", "type", "tags", "title", "year", "season", "season_end", "episode",
@@ -423,7 +438,7 @@ def main(out: str) -> None:
         w.writeheader()
         for r in rows:
             seen[r["type"]] = seen.get(r["type"], 0) + 1
-            r["part"] = "held" if seen[r["type"]] % 3 == 0 else "tune"
+            r["part"] = "held" if fresh or seen[r["type"]] % 3 == 0 else "tune"
             if not r["total_size"]:
                 r["total_size"] = sum(int(p.rsplit(":", 1)[1]) for p in r["files"].split("|") if p) or MB
             w.writerow(r)
@@ -431,4 +446,9 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).with_name("release_names.tsv")))
+    args = sys.argv[1:]
+    if args[:1] == ["--fresh"]:  # --fresh SEED [OUT]: a second held sample (see the docstring)
+        FRESH, R = True, random.Random(int(args[1]))
+        main(args[2] if len(args) > 2 else str(Path(__file__).with_name(f"held_{args[1]}.tsv")), fresh=True)
+    else:
+        main(args[0] if args else str(Path(__file__).with_name("release_names.tsv")))
