@@ -29,7 +29,7 @@ __all__ = ["classify", "valid_parsed", "category", "CONTENT_TYPES", "COLUMNS", "
 
 #: Bumped when the rules change: rows parsed by an older version are parsed again by the
 #: backfill (``dhtcrawler reparse``).
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: fansub absolute episodes drop a title's number as season; "N Episodes" is a count
 MAX_NAME = 300
 
 CONTENT_TYPES = ("movie", "tv_show", "music", "ebook", "comic", "audiobook", "software", "game", "xxx")
@@ -126,6 +126,12 @@ _FANSUB = re.compile(r"^\[[^\]]{2,40}\]\s*.+?(?:\s-\s(\d{1,4})(?:v\d)?(?=[\s\[(.
                      re.IGNORECASE)
 _ANIME_GROUPS = _words(r"subsplease", r"erai-raws", r"horriblesubs", r"judas", r"ember", r"asw", r"anime time",
                        r"commie", r"golumpa", r"yameii", r"nyaa", r"dual-audio", r"multiple subtitle")
+# An explicit season mark; without one, a fansub's "Title No 8 - 19" is episode 19 of no
+# season, not season 8.
+_SEASON_MARK = _words(r"s\d{1,2}(?:e\d{1,4})?", r"\d{1,2}x\d{2,3}", r"season \d+", r"\d+(?:st|nd|rd|th) season")
+# A count of episodes ("6 Episodes"), not an episode number; an explicit E06 still is one.
+_EPISODE_COUNT = re.compile(r"\b(\d{1,4})\s*(?:episodes|eps)\b", re.IGNORECASE)
+_EPISODE_MARK = _words(r"s\d{1,2}e\d{1,4}", r"e\d{2,4}", r"\d{1,2}x\d{2,3}", r"episode \d+", r"ep ?\d+")
 # Hashes in brackets ([ABCD1234]) read as episode numbers otherwise.
 _CRC = re.compile(r"\[[0-9A-Fa-f]{8}\]")
 _DISK_GAME_BYTES = 20 << 30
@@ -178,8 +184,13 @@ def classify(name: str, files: Iterable[Tuple[str, int]] = (), total_size: int =
     tags: List[str] = []
     if fansub or _ANIME_GROUPS.search(text):
         tags.append("anime")
-        if fansub and fansub.group(1) and not episodes:
+        if fansub and fansub.group(1):  # the number after the dash is the episode
             episodes = [int(fansub.group(1))]
+            if not _SEASON_MARK.search(text):
+                seasons = []
+    count = _EPISODE_COUNT.search(text)
+    if count and not _EPISODE_MARK.search(text):
+        episodes = [e for e in episodes if e != int(count.group(1))]
     tv_mark = bool(seasons or episodes or _TV.search(text))
     ctype = _content_type(text, kinds, tv_mark, bool(tags), p)
     if ctype != "tv_show" and "anime" in tags and ctype is not None and ctype != "movie":
