@@ -115,6 +115,56 @@ def test_crawl_drops_hides_and_tags(tmp_path):
     sink.close()
 
 
+def test_a_real_crawl_drops_by_rule_and_never_fetches_those_again(tmp_path, testnet_binary):
+    """`dhtcrawler crawl --rules` on the test network: torrents whose name a drop rule
+    matches are neither stored nor written out, the stop line counts them, and the retry
+    state marks them done (REJECT), so a later run does not fetch them again."""
+    import re
+    import signal
+    import socket
+    import subprocess
+
+    from dhtcrawler.testnet import TestNetwork
+
+    from cliutil import Crawl
+    from conftest import unused_loopback_port, wait_for
+    from dhtcrawler.sinks import read_jsonl
+
+    rules = tmp_path / "my.rules"
+    # The test network names torrents "dataset N", "photos N", "lecture notes N" and others.
+    words = ("dataset", "photos", "lecture notes")
+    rules.write_text("".join(f"drop keyword {w}\n" for w in words))
+    db, out = tmp_path / "r.sqlite", tmp_path / "r.jsonl"
+    with TestNetwork(nodes=40, seeders=4, torrents=16, cidr="127.0.94.0/24", seed=5, duration=120,
+                     binary=testnet_binary, truth=str(tmp_path / "truth.json"), stderr=subprocess.DEVNULL) as net:
+        metrics = f"127.0.0.1:{unused_loopback_port(socket.SOCK_STREAM)}"
+        crawl = Crawl("--bootstrap", net.bootstrap, "--db", str(db), "--out", str(out), "--rules", str(rules),
+                      "--no-scrape", "--metrics", metrics)
+
+        def dropped_and_stored() -> bool:  # a rule dropped one, and a few torrents are in
+            try:
+                text = get(f"http://{metrics}/metrics")[2].decode()
+            except OSError:
+                return False
+            drops = re.search(r'dhtc_rules_actions_total\{action="drop"\} (\d+)', text)
+            return bool(drops and int(drops.group(1)) >= 1 and len(read_jsonl(str(out))) >= 3)
+
+        try:
+            assert wait_for(lambda: out.exists() and dropped_and_stored(), 60, 0.5), crawl.output()
+        finally:
+            assert crawl.stop(signal.SIGTERM) == 0, crawl.output()
+        truth = net.truth()
+    dropped = [t.get("announce_keys", [t["info_hash"]]) for t in truth if any(w in t["name"] for w in words)]
+    with using(str(db)) as conn:
+        names = [n for (n,) in conn.execute("SELECT name FROM torrents")]
+        done = {h.lower() for (h,) in conn.execute("SELECT hex(info_hash) FROM retry_hashes WHERE state = 2")}
+    assert names and not any(w in n for n in names for w in words)
+    assert not any(w in out.read_text() for w in words)
+    reached = [keys for keys in dropped if done & set(keys)]
+    assert reached, crawl.output()
+    assert f"({len(reached)} dropped by rules)" in crawl.output()  # REJECT: remembered, not fetched again
+
+
 def _dump(tmp_path, names):
     path = tmp_path / "in.jsonl"
     with open(path, "w") as f:

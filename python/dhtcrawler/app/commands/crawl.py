@@ -272,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
             again = f" ({store.seen_again} stored already)" if store.seen_again else ""
             if store.sink_failures:
                 again += f" ({store.sink_failures} could not be stored, to be fetched again)"
+            if store.dropped:
+                again += f" ({store.dropped} dropped by rules)"
             print(f"dhtcrawler: stopped ({stopper.reason or 'shutdown'}): {store.accepted} torrents "
                   f"accepted{again}, {db.count()} in {db.path}", file=sys.stderr, flush=True)
         return EXIT_OK
