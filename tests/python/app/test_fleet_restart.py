@@ -3,7 +3,8 @@ and pg_ctl from Debian's postgresql package, in a temporary directory; not the s
 server) is stopped and started again three times under two fleet members storing torrents
 through the CLI's acceptance policy, torrents arriving while it is away. Every torrent is stored once, both members store again after each
 restart (their counters, with bounded waits), torrents that could not be stored were
-answered RETRY and stored later."""
+answered RETRY and stored later. A private cluster also makes a SQL_ASCII database, as initdb
+does without a locale."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import threading
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -34,7 +36,7 @@ class Cluster:
     """A PostgreSQL cluster of this test's own, run as the current user (or as ``postgres``
     when the current user is root, which the server refuses)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, encoding: str = "UTF8") -> None:
         bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not bins:
             pytest.skip("needs PostgreSQL's server programs (/usr/lib/postgresql/*/bin: the postgresql package)")
@@ -49,7 +51,8 @@ class Cluster:
         self.port = unused_loopback_port(kind=socket.SOCK_STREAM)
         if self.user is not None:
             shutil.chown(base, self.user)
-        self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", encoding, "--locale=C",
+                 "--no-sync")
         self.log = base / "server.log"
         self.options = f"-p {self.port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
         self.uri = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
@@ -65,13 +68,13 @@ class Cluster:
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", self.options, "-w", "-t", "60", *args)
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
+@contextmanager
+def running_cluster(encoding: str = "UTF8") -> Iterator[Cluster]:
     # Not under pytest's tmp_path: the server's user (postgres, when the tests run as root)
     # must reach the directory.
     base = Path(tempfile.mkdtemp(prefix="dhtc-pg-"))
     try:
-        c = Cluster(base)
+        c = Cluster(base, encoding)
         c.ctl("start")
         try:
             yield c
@@ -79,6 +82,12 @@ def cluster() -> Iterator[Cluster]:
             c.ctl("stop", "-m", "immediate")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    with running_cluster() as c:
+        yield c
 
 
 class Member:
@@ -178,3 +187,22 @@ def test_serve_answers_after_the_server_restarted(cluster: Cluster) -> None:
         assert get_json(server.url + "api/v1/stats")["torrents"] == 0
     finally:
         assert server.stop() == 0
+
+
+def test_a_sql_ascii_database_reads_as_utf8() -> None:
+    """initdb without a locale (a slim container image) makes SQL_ASCII databases, where
+    psycopg hands back bytes unless the client says UTF-8: migrations (the trigram index
+    names its extension's schema), storing and searching a non-ASCII name all work."""
+    from dhtcrawler import search as S
+    from dhtcrawler.app.sinks import DatabaseSink
+    from webutil import make_torrent
+
+    with running_cluster("SQL_ASCII") as c:
+        sink = DatabaseSink(Database(c.uri))
+        try:
+            name = "Caf\u00e9 \u65e5\u672c\u8a9e 2024"
+            assert sink.add(make_torrent(1, name, [(f"{name}/a.mkv", 1 << 20)]))
+            total, rows = S.search(sink, "Caf\u00e9")
+            assert total == 1 and rows[0]["name"] == name
+        finally:
+            sink.close()

@@ -106,6 +106,10 @@ class PgDriver:
         except psycopg.Error as e:
             raise PgError(f"cannot connect to {describe(self._conninfo)}: {_one_line(e)}") from None
         extra: Dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": 5}
+        # Text as UTF-8 even from a SQL_ASCII database (initdb's choice without a locale),
+        # where psycopg would otherwise hand back bytes.
+        if "client_encoding" not in given:
+            extra["client_encoding"] = "utf8"
         try:
             self._conn = psycopg.connect(self._conninfo, autocommit=True, **extra)
         except psycopg.Error as e:
