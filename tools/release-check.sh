@@ -64,14 +64,14 @@ for _ in $(seq 60); do
 done
 echo "$states"
 if [ "$healthy" -eq 1 ]; then ok "compose: the fleet profile is up, PostgreSQL healthy"; else bad "compose: the fleet profile did not come up"; fi
-crawler=$(podman ps --filter label=io.podman.compose.project=dhtcrawler --format '{{.Names}}' | grep fleet-crawler | head -1)
-pg=$(podman ps --filter label=io.podman.compose.project=dhtcrawler --format '{{.Names}}' | grep postgres | head -1)
 # Up is not yet crawling: the fleet's crawler serves HTTP once its store is open (it waits for
 # PostgreSQL, --store-wait), so wait for any answer on its published port.
 for _ in $(seq 60); do
   curl -s -o /dev/null --max-time 2 http://127.0.0.1:8081/ && break
   sleep 2
 done
+crawler=$(podman ps --filter label=io.podman.compose.project=dhtcrawler --format '{{.Names}}' | grep fleet-crawler | head -1)
+pg=$(podman ps --filter label=io.podman.compose.project=dhtcrawler --format '{{.Names}}' | grep postgres | head -1)
 if [ -n "$crawler" ]; then
   podman exec "$crawler" sh -c 'bin=$(python3 -c "import dhtcrawler, os; print(os.path.dirname(dhtcrawler.__file__))")/_bin
     $bin/dhtcrawler-testnet --nodes 30 --seeders 4 --torrents 8 --duration 90 >/tmp/net.out 2>/dev/null &
@@ -80,8 +80,13 @@ if [ -n "$crawler" ]; then
     timeout 120 dhtcrawler crawl --store "postgresql://dhtcrawler:${DHTCRAWLER_PG_PASSWORD:-dhtcrawler}@postgres/dhtcrawler" \
       --bootstrap "$addr" --no-default-bootstrap --allow-private --no-scrape --port 16881 --duration 40; echo "crawl exit $?"' \
     >"$work/fleet-crawl.log" 2>&1
-  stored=$(podman exec "$pg" psql -U dhtcrawler -h 127.0.0.1 -d dhtcrawler -tAc 'SELECT count(*) FROM torrents' 2>/dev/null || echo 0)
+  # Host connections need the password (scram-sha-256), even inside the container.
+  stored=$(podman exec -e PGPASSWORD="${DHTCRAWLER_PG_PASSWORD:-dhtcrawler}" "$pg" \
+    psql -U dhtcrawler -h 127.0.0.1 -d dhtcrawler -tAc 'SELECT count(*) FROM torrents' 2>>"$work/fleet-crawl.log" || echo 0)
   if [ "${stored:-0}" -gt 0 ]; then ok "compose: $stored torrents stored in the fleet's PostgreSQL"; else bad "compose: no torrent in PostgreSQL"; tail -20 "$work/fleet-crawl.log"; fi
+else
+  bad "compose: the fleet's crawler is not running"
+  podman logs --tail 10 dhtcrawler_fleet-crawler_1 2>&1
 fi
 (cd "$dist" && DHTCRAWLER_API_KEY=unused podman-compose --profile fleet down -v) >/dev/null 2>&1
 
