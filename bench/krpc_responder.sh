@@ -10,6 +10,11 @@
 # echo, ours filled, DHTC_ROUNDS times (default 2), each run under the same 64-source load.
 # It prints every run's JSON line, then one line per pair: our replies per CPU-second as a
 # share of the echo run just before, and both sides' system calls and wake-ups per reply.
+# With DHTC_RESPONDER=crawl as well, "ours" is `dhtcrawler crawl` run the way a user runs it
+# (DHTC_CLI, default build/python-venv/bin/dhtcrawler; every answer budget raised by an
+# options file, as dhtc-bench-node raises them): its replies are the load generator's count,
+# its CPU the whole process's (/proc, every thread) over the load; the filled table comes
+# from --allow-private (it admits the answering sources). No system-call counts for it.
 # With DHTC_ROUTING=1 (our node only) the node crawls the load generator's sources and they
 # answer, so its routing table fills and find_node / get_peers answers carry 8 nodes.
 set -euo pipefail
@@ -41,10 +46,41 @@ if [ "${DHTC_COMPARE:-0}" = 1 ]; then
     wait "$pid"
     tail -1 "$out/node"
   }
+  cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  run_crawl() { # table (empty|filled): `dhtcrawler crawl` under the load, a JSON line like the node's
+    local cli=${DHTC_CLI:-build/python-venv/bin/dhtcrawler} port private=() load_extra=(--echo-target 0)
+    [ "$1" = filled ] && { private=(--allow-private); load_extra+=(--answer-queries 1); }
+    port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    cat >"$out/options.json" <<'JSON'
+{"crawl": {"rate_limit": {"max_response_rate_per_sec": 1e9, "max_response_bytes_per_sec": 1e12,
+  "max_response_rate_per_source": 1e9, "max_packets_per_destination_per_sec": 1e9, "destination_burst": 1e9,
+  "max_packets_per_ip_per_sec": 1e9, "ip_burst": 1e9}}}
+JSON
+    "$cli" crawl --port "$port" --bind 127.0.0.1 --no-default-bootstrap "${private[@]}" --options "$out/options.json" \
+      --db "$out/crawl.sqlite" --no-scrape --quiet --duration $((seconds + 20)) 2>"$out/crawl.err" &
+    local pid=$! t0 t1 hz
+    for _ in $(seq 100); do ss -Hlun "sport = :$port" | grep -q . && break; sleep 0.1; done
+    sleep 1
+    hz=$(getconf CLK_TCK)
+    t0=$(cpu_ticks "$pid")
+    "$build/bench/dhtc-krpc-load" --target "127.0.0.1:$port" --seconds "$seconds" --sources 64 --window "${DHTC_WINDOW:-8}" \
+      "${load_extra[@]}" >"$out/load"
+    t1=$(cpu_ticks "$pid")
+    kill -INT "$pid"; wait "$pid" || true
+    python3 - "$out/load" "$t0" "$t1" "$hz" <<'PY'
+import json, sys
+load = json.load(open(sys.argv[1]))
+cpu = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4])
+print(json.dumps({"bench": "krpc_responder_crawl", "replies": load["replies"], "cpu_seconds": round(cpu, 3),
+                  "replies_per_cpu_second": round(load["replies"] / cpu) if cpu else None,
+                  "syscalls_per_reply": None, "voluntary_switches_per_reply": None,
+                  "involuntary_switches_per_reply": None, "replies_per_wakeup": None}))
+PY
+  }
   for round in $(seq "${DHTC_ROUNDS:-2}"); do
     for table in empty filled; do
       e=$(run_one echo)
-      o=$(run_one "$table")
+      if [ "${DHTC_RESPONDER:-node}" = crawl ]; then o=$(run_crawl "$table"); else o=$(run_one "$table"); fi
       echo "$e"
       echo "$o"
       python3 - "$table" "$round" "$e" "$o" <<'PY'
