@@ -120,7 +120,10 @@ fi
 # --- systemd -----------------------------------------------------------------------------------------
 # verify wants ExecStart to exist: the unit as written, with /opt/dhtcrawler pointing at a venv of the wheel.
 venv=$work/opt-dhtcrawler
-python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$dist" dhtcrawler
+# The wheel for the venv's CPython, by its path (never a same-named package from the index);
+# its dependencies (parse-torrent-title, ...) from the index.
+tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check "$dist"/dhtcrawler-"$version"-"$tag"-*.whl
 sed "s|/opt/dhtcrawler|$venv|g" "$root/packaging/systemd/dhtcrawler.service" >"$work/dhtcrawler.service"
 if systemd-analyze verify "$work/dhtcrawler.service"; then
   ok "systemd: systemd-analyze verify; $(systemd-analyze security --offline=yes "$work/dhtcrawler.service" 2>/dev/null | tail -1)"
