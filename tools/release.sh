@@ -162,7 +162,7 @@ python3 "$root/tools/release/bundle_libs.py" "$jar_native" "$jar_native/$soname"
 cp "$dist/THIRD-PARTY-NOTICES.txt" "$jar_native/"
 # NativeLoader extracts what files.txt lists beside the two libraries it loads.
 (cd "$jar_native" && { ls -1 lib*-*.so*; echo ossl-modules/legacy.so; echo THIRD-PARTY-NOTICES.txt; } >files.txt)
-(cd "$root/java" && mvn -B -q package source:jar-no-fork -Dsource.excludeResources=true -DskipTests -Ddhtc.build.dir="$build_dir" \
+(cd "$root/java" && mvn -B -q package source:jar-no-fork -DskipTests -Ddhtc.build.dir="$build_dir" \
   -Ddhtc.native.dir="$jar_native")
 cp "$root/java/target/dhtcrawler-$version.jar" "$root/java/target/dhtcrawler-$version-sources.jar" "$dist/"
 
