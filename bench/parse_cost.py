@@ -3,7 +3,7 @@
 the labelled sample (tests/data/release_names), beside the parser alone (PTN.parse) as the
 reference of the same run; p50/p95/mean in ms; prints one JSON line. Never run by the tests.
 
-    PYTHONPATH=python python3 bench/parse_cost.py [--rounds 20]
+    build/python-venv/bin/python bench/parse_cost.py [--rounds 20]   (the package installed: tests/run.sh python)
 """
 
 from __future__ import annotations
