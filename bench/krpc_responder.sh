@@ -47,6 +47,12 @@ if [ "${DHTC_COMPARE:-0}" = 1 ]; then
     tail -1 "$out/node"
   }
   cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  thread_ticks() { # "name#tid ticks" per thread (the name may hold spaces: it sits in parentheses)
+    local f
+    for f in /proc/"$1"/task/*/stat; do
+      sed -E 's/^([0-9]+) \((.*)\) (.*)$/\2#\1|\3/' "$f" | awk -F'|' '{split($2, a, " "); print $1, a[12] + a[13]}'
+    done 2>/dev/null
+  }
   run_crawl() { # table (empty|filled): `dhtcrawler crawl` under the load, a JSON line like the node's
     local cli=${DHTC_CLI:-build/python-venv/bin/dhtcrawler} port private=() load_extra=(--echo-target 0)
     [ "$1" = filled ] && { private=(--allow-private); load_extra+=(--answer-queries 1); }
@@ -63,15 +69,27 @@ JSON
     sleep 1
     hz=$(getconf CLK_TCK)
     t0=$(cpu_ticks "$pid")
+    thread_ticks "$pid" >"$out/threads0"
     "$build/bench/dhtc-krpc-load" --target "127.0.0.1:$port" --seconds "$seconds" --sources 64 --window "${DHTC_WINDOW:-8}" \
       "${load_extra[@]}" >"$out/load"
     t1=$(cpu_ticks "$pid")
+    thread_ticks "$pid" >"$out/threads1"
     kill -INT "$pid"; wait "$pid" || true
-    python3 - "$out/load" "$t0" "$t1" "$hz" <<'PY'
-import json, sys
+    python3 - "$out/load" "$t0" "$t1" "$hz" "$out/threads0" "$out/threads1" <<'PY'
+import collections, json, sys
 load = json.load(open(sys.argv[1]))
 cpu = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4])
+def threads(path):  # "name#tid" -> ticks
+    out = collections.Counter()
+    for line in open(path):
+        name, ticks = line.rsplit(" ", 1)
+        out[name] += int(ticks)
+    return out
+t0, t1 = threads(sys.argv[5]), threads(sys.argv[6])
+busy = sorted(((t1[n] - t0.get(n, 0)) / int(sys.argv[4]), n) for n in t1)
+by_thread = [round(c, 2) for c, _ in reversed(busy) if c > 0]  # busiest first
 print(json.dumps({"bench": "krpc_responder_crawl", "replies": load["replies"], "cpu_seconds": round(cpu, 3),
+                  "cpu_seconds_per_thread": by_thread,
                   "replies_per_cpu_second": round(load["replies"] / cpu) if cpu else None,
                   "syscalls_per_reply": None, "voluntary_switches_per_reply": None,
                   "involuntary_switches_per_reply": None, "replies_per_wakeup": None}))
