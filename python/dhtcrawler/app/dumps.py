@@ -304,7 +304,8 @@ def _chunks(records: Iterator[Dict[str, Any]], size: int) -> Iterator[List[Dict[
 
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None,
-                 parse_progress: Optional[Callable[[int, int], None]] = None, rules: Any = None) -> Dict[str, int]:
+                 parse_progress: Optional[Callable[[int, int], None]] = None, rules: Any = None,
+                 parse: bool = True) -> Dict[str, int]:
     """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
     Database); returns counts ``{read, new, merged, dropped, parsed}``. Records are merged
     IMPORT_BATCH to a transaction (the merge rules are the sink's: DatabaseSink.merge_many;
@@ -313,7 +314,8 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     a crawl would (dhtcrawler.migrate_store), and every key, dropped ones included (a crawl
     does not fetch them either), is marked done there. ``progress(read)`` is called after
     each batch. Torrents whose lines carried no (valid) parsed fields are parsed at the end,
-    in batches (backfill.py; ``parse_progress(done, left)``)."""
+    in batches (backfill.py; ``parse_progress(done, left)``), unless ``parse`` is False (then
+    ``dhtcrawler reparse`` does it)."""
     from .backfill import backfill
 
     import time
@@ -344,7 +346,8 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                     counts["read"] += len(chunk)
                     if progress is not None:
                         progress(counts["read"])
-        counts["parsed"] = backfill(sink, progress=parse_progress)
+        if parse:
+            counts["parsed"] = backfill(sink, progress=parse_progress)
         with sink.lock:
             conn.dialect.analyze(conn)
     finally:
