@@ -70,8 +70,10 @@ def _bool(value: Any) -> Optional[bool]:
 
 def keys_of(rec: dict) -> List[bytes]:
     """Every 20-byte key of a record (its key, v1 hash, v2 hash truncated), distinct."""
-    hashes = (rec["info_hash"], rec.get("info_hash_v1"), rec.get("info_hash_v2"))
-    return list(dict.fromkeys(key_of(h) for h in hashes if h))
+    key, v1, v2 = rec["info_hash"], rec.get("info_hash_v1"), rec.get("info_hash_v2")
+    if not v2 and (not v1 or v1 == key):  # a v1 torrent under its hash (most): one key
+        return [key_of(key)]
+    return list(dict.fromkeys(key_of(h) for h in (key, v1, v2) if h))
 
 
 def _text(rec: dict, files: List[Any]) -> str:
