@@ -14,7 +14,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import IO, Any, Callable, Iterator, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .._types import Torrent
 from .classify import COLUMNS as PARSED_COLUMNS, classify, valid_parsed
@@ -70,8 +70,10 @@ def _bool(value: Any) -> Optional[bool]:
 
 def keys_of(rec: dict) -> List[bytes]:
     """Every 20-byte key of a record (its key, v1 hash, v2 hash truncated), distinct."""
-    hashes = (rec["info_hash"], rec.get("info_hash_v1"), rec.get("info_hash_v2"))
-    return list(dict.fromkeys(key_of(h) for h in hashes if h))
+    key, v1, v2 = rec["info_hash"], rec.get("info_hash_v1"), rec.get("info_hash_v2")
+    if not v2 and (not v1 or v1 == key):  # a v1 torrent under its hash (most): one key
+        return [key_of(key)]
+    return list(dict.fromkeys(key_of(h) for h in (key, v1, v2) if h))
 
 
 def _text(rec: dict, files: List[Any]) -> str:
@@ -184,66 +186,89 @@ class DatabaseSink:
         self._pause = 0.0
         self.reconnects += 1
 
-    def merge_many(self, recs: List[dict]) -> Tuple[int, List[dict]]:
+    def merge_many(self, recs: List[dict], keys: Optional[List[List[bytes]]] = None) -> Tuple[int, List[dict]]:
         """Merges records as merge() does, all in one transaction, and returns how many were
         new and the records a content rule dropped (nothing of them stored). Records none of
         whose keys the database (or an earlier record of the list) holds are inserted
-        together, a statement per table for the lot; the others are merged one by one after
-        them, by merge()'s rules."""
+        together, a statement per table for the lot; the others are then merged into their
+        rows together too, by merge()'s rules, in the list's order (_merge_known).
+        ``keys``: each record's keys_of(), when the caller has them."""
         conn, d = self._conn, self._conn.dialect
         dropped: List[dict] = []
         with conn.lock, conn.transaction():
             d.lock_identities(conn, [rec.get("info_hash_v1") or rec.get("info_hash_v2") or rec["info_hash"]
                                      for rec in recs])
-            keys = [keys_of(rec) for rec in recs]
-            every = [k for ks in keys for k in ks]
-            held = {bytes(row[0]) for i in range(0, len(every), 500) for row in conn.execute(
-                f"SELECT hash FROM hashes WHERE hash IN ({', '.join('?' * len(every[i:i + 500]))})",
-                every[i:i + 500])}
+            if keys is None:
+                keys = [keys_of(rec) for rec in recs]
+            owner = d.torrents_of(conn, [k for ks in keys for k in ks])  # key -> torrent id, for the keys held
             fresh, known = [], []
+            taken = set(owner)
             for rec, ks in zip(recs, keys):
-                if held.isdisjoint(ks):
+                if taken.isdisjoint(ks):
                     try:
                         fresh.append((rec, ks, self._judged(rec)))
                     except Dropped:
                         dropped.append(rec)
                         continue
-                    held.update(ks)
+                    taken.update(ks)
                 else:
-                    known.append(rec)
-            self._insert_many(fresh)
+                    known.append((rec, ks))
+            for tid, (_rec, ks, _judged) in zip(self._insert_many(fresh), fresh):
+                for k in ks:
+                    owner[k] = tid
+            self._merge_known(known, owner)
             new = len(fresh)
-            for rec in known:
-                try:  # Dropped comes before _insert writes anything: the batch goes on
-                    new += self._merge(rec, False, None)
-                except Dropped:
-                    dropped.append(rec)
         self.stored += new
         self.updated += len(recs) - new - len(dropped)
         return new, dropped
 
-    def _insert_many(self, fresh: List[Any]) -> None:
+    def _merge_known(self, known: List[Tuple[dict, List[bytes]]], owner: Dict[bytes, int]) -> None:
+        """_merge() of records whose torrent is held (``owner``: key -> torrent id), in one
+        statement per table for the lot. As one by one: a record's torrent is the one its
+        first key in hash order names (the index order _merge's lookup reads), its new keys
+        name that torrent from then on, and a torrent merged twice takes both in order."""
+        d, conn = self._conn.dialect, self._conn
+        updates, hashes, swarms = [], [], []
+        for rec, ks in known:
+            tid = owner[min(k for k in ks if k in owner)]
+            for k in ks:
+                if k not in owner:
+                    owner[k] = tid
+                    hashes.append((k, tid))
+            updates.append((tid, d.time(rec["first_seen"]), d.time(rec["last_seen"]), rec.get("peer"),
+                            rec.get("times_seen") or 1, _unhex(rec.get("info_hash_v1")),
+                            _unhex(rec.get("info_hash_v2")), rec.get("version"), rec.get("piece_length"),
+                            _bool(rec.get("private")), rec.get("metadata_size")))
+            if rec.get("scraped_at") is not None:  # a dump's swarm estimate: the newer one stays
+                swarms.append((tid, rec.get("seeders"), rec.get("leechers"), d.time(rec["scraped_at"])))
+        d.merge_sightings(conn, updates)
+        d.add_hashes(conn, hashes)
+        d.merge_swarms(conn, swarms)
+
+    def _insert_many(self, fresh: List[Any]) -> List[int]:
         """_insert() for many records at once, each with its _judged() columns (ids
-        allocated first; swarm estimates kept)."""
+        allocated first; swarm estimates kept); returns their ids."""
         if not fresh:
-            return
+            return []
         conn, d = self._conn, self._conn.dialect
         ids = d.allocate_ids(conn, len(fresh))
+        t = d.time
         conn.copy("torrents", ("id", "info_hash", "info_hash_v1", "info_hash_v2", "version", "name", "total_size",
                                "num_files", "piece_length", "private", "metadata_size", "first_seen", "last_seen",
                                "peer", "times_seen", "seeders", "leechers", "scraped_at", *PARSED_COLUMNS, "hidden"),
-                  [(tid, key_of(r["info_hash"]), _unhex(r.get("info_hash_v1")), _unhex(r.get("info_hash_v2")),
-                    r.get("version"), r["name"], r["total_size"], r["num_files"], r.get("piece_length"),
-                    _bool(r.get("private")), r.get("metadata_size"), d.time(r["first_seen"]), d.time(r["last_seen"]),
-                    r.get("peer"), r.get("times_seen") or 1,
-                    *((r.get("seeders"), r.get("leechers"), d.time(r["scraped_at"]))
+                  [(tid, ks[0], _unhex(r.get("info_hash_v1")),
+                    _unhex(r.get("info_hash_v2")), r.get("version"), r["name"], r["total_size"], r["num_files"],
+                    r.get("piece_length"), _bool(r.get("private")), r.get("metadata_size"), t(r["first_seen"]),
+                    t(r["last_seen"]), r.get("peer"), r.get("times_seen") or 1,
+                    *((r.get("seeders"), r.get("leechers"), t(r["scraped_at"]))
                       if r.get("scraped_at") is not None else (None, None, None)), *judged)
-                   for tid, (r, _ks, judged) in zip(ids, fresh)])
+                   for tid, (r, ks, judged) in zip(ids, fresh)])
         stored = [(tid, r, self._files(r)) for tid, (r, _ks, _j) in zip(ids, fresh)]
         conn.copy("files", ("torrent", "idx", "path", "size"),
                   [(tid, i, path, size) for tid, _r, files in stored for i, (path, size) in enumerate(files)])
         conn.copy("hashes", ("hash", "torrent"), [(k, tid) for tid, (_r, ks, _j) in zip(ids, fresh) for k in ks])
         d.index_torrents(conn, [(tid, _text(r, files)) for tid, r, files in stored])
+        return ids
 
     def _files(self, r: dict) -> List[Any]:
         return r["files"] if self.max_files is None else r["files"][:self.max_files]
@@ -287,7 +312,10 @@ class DatabaseSink:
     def _judged(self, r: dict) -> Tuple[Any, ...]:
         """A new torrent's parsed columns and ``hidden``, in PARSED_COLUMNS' order, after the
         content rules: raises Dropped (before anything is written) when a rule drops it."""
-        parsed = dict(self.parsed_of(r) or {})
+        parsed = self.parsed_of(r) or {}
+        if not self.rules:
+            return (*map(parsed.get, PARSED_COLUMNS), None)
+        parsed = dict(parsed)
         hidden = None
         if self.rules:
             verdict = self.rules.judge(r["name"], r["files"], r["total_size"], parsed)

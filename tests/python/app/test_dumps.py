@@ -226,6 +226,43 @@ def _file(path):
     yield str(path)
 
 
+def _tables(target):
+    """Every row of the torrent and retry tables (SQLite: the search index's own pages too),
+    sorted, for comparing a database before and after."""
+    conn = Database(target).connect(read_only=True)
+    try:
+        search = ("search_data", "search_idx", "search_docsize") if conn.dialect.name == "sqlite" else ("search",)
+        tables = ("torrents", "files", "hashes", "retry_hashes", *search)
+        return {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}"))) for t in tables
+                if t != "search_docsize" or conn.value("SELECT count(*) FROM sqlite_master WHERE name = ?", (t,))}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_dump_imported_twice_changes_nothing(tmp_path, crawled, backend):
+    """A second import of the same dump (a torrent repeated, one under its other key, with
+    swarm estimates and parsed fields) leaves every row of every table as it was: the
+    torrents, their files, hashes and search text, and the keys marked delivered."""
+    from dhtcrawler.app import dumps
+
+    dump = tmp_path / "dump.jsonl"
+    assert run_cli("export", "--db", crawled, "-o", str(dump)).returncode == 0
+    lines = dump.read_text().splitlines(keepends=True)
+    other = json.loads(lines[1])
+    assert other["info_hash_v2"]  # the hybrid, seen under its v2 key too
+    other.update(info_hash=other["info_hash_v2"][:40], last_seen="2027-01-01T00:00:00Z", peer="192.0.2.7:6881")
+    (tmp_path / "twice.jsonl").write_text("".join(lines + lines[:1] + [json.dumps(other) + "\n"]))
+    with pg_schema_uri("twice") if backend == "postgresql" else _file(tmp_path / "twice.sqlite") as target:
+        first = dumps.import_files(target, [str(tmp_path / "twice.jsonl")])
+        assert (first["new"], first["merged"]) == (len(lines), 2)
+        before = _tables(target)
+        assert len(before["torrents"]) == len(lines) and before["retry_hashes"]
+        again = dumps.import_files(target, [str(tmp_path / "twice.jsonl")])
+        assert (again["new"], again["merged"]) == (0, len(lines) + 2)
+        assert _tables(target) == before
+
+
 def test_progress_shows_on_a_terminal_only(monkeypatch):
     """Import, export and prune show their counts on a terminal: tqdm's bar when installed,
     else a line the standard library rewrites; nothing when standard error is not a terminal."""

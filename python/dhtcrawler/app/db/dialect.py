@@ -111,6 +111,61 @@ class Dialect:
         """Held while a component migrates (beside other processes migrating)."""
         yield
 
+    @contextmanager
+    def bulk(self, conn: "Connection") -> Iterator[None]:
+        """Settings for a bulk load on this connection (import), put back afterwards."""
+        yield
+
+    # ---- many rows at once (import: sinks.DatabaseSink.merge_many) ------------------------------
+    # Here one statement run for each row (SQLite runs them in-process); PostgreSQL sends
+    # the rows as arrays, one statement for the lot.
+
+    def torrents_of(self, conn: "Connection", keys: List[bytes]) -> Dict[bytes, int]:
+        """The torrent id of each of ``keys`` the hashes table holds."""
+        return {bytes(k): int(t) for i in range(0, len(keys), 500) for k, t in conn.execute(
+            f"SELECT hash, torrent FROM hashes WHERE hash IN ({', '.join('?' * len(keys[i:i + 500]))})",
+            keys[i:i + 500])}
+
+    def add_hashes(self, conn: "Connection", rows: List[Tuple[bytes, int]]) -> None:
+        """(key, torrent id) rows, a key held already kept as it is."""
+        conn.executemany("INSERT INTO hashes(hash, torrent) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING", rows)
+
+    def merge_sightings(self, conn: "Connection", rows: List[Tuple[Any, ...]]) -> None:
+        """Merges sightings into held torrents, in order: (id, first_seen, last_seen, peer,
+        times_seen, info_hash_v1, info_hash_v2, version, piece_length, private,
+        metadata_size) rows, times as time() gives them. first_seen the earlier, last_seen
+        the later (with its peer), times_seen the larger, unknown fields filled in."""
+        conn.executemany(
+            f"UPDATE torrents SET first_seen = {self.least('first_seen', '?2')}, "
+            "peer = CASE WHEN ?3 >= last_seen THEN coalesce(?4, peer) ELSE peer END, "
+            f"last_seen = {self.greatest('last_seen', '?3')}, times_seen = {self.greatest('times_seen', '?5')}, "
+            "info_hash_v1 = coalesce(info_hash_v1, ?6), info_hash_v2 = coalesce(info_hash_v2, ?7), "
+            "version = coalesce(version, ?8), piece_length = coalesce(piece_length, ?9), "
+            "private = coalesce(private, ?10), metadata_size = coalesce(metadata_size, ?11) WHERE id = ?1 "
+            # A sighting that changes nothing writes nothing (a dump imported again).
+            "AND (?2 < first_seen OR ?3 > last_seen OR ?5 > times_seen "
+            "OR (?3 >= last_seen AND ?4 IS NOT NULL AND ?4 IS NOT peer) "
+            "OR (info_hash_v1 IS NULL AND ?6 IS NOT NULL) OR (info_hash_v2 IS NULL AND ?7 IS NOT NULL) "
+            "OR (version IS NULL AND ?8 IS NOT NULL) OR (piece_length IS NULL AND ?9 IS NOT NULL) "
+            "OR (private IS NULL AND ?10 IS NOT NULL) OR (metadata_size IS NULL AND ?11 IS NOT NULL))", rows)
+
+    def merge_swarms(self, conn: "Connection", rows: List[Tuple[Any, ...]]) -> None:
+        """(id, seeders, leechers, scraped_at) rows: each kept where it is newer than the
+        torrent's estimate."""
+        conn.executemany("UPDATE torrents SET seeders = ?2, leechers = ?3, scraped_at = ?4 "
+                         "WHERE id = ?1 AND (scraped_at IS NULL OR scraped_at < ?4)", rows)
+
+    def mark_delivered(self, conn: "Connection", keys: List[bytes], state: int, now: int) -> None:
+        """Marks 20-byte keys ``state`` in the retry store's table (a key being fetched,
+        leased, is left to its crawler)."""
+        conn.executemany(
+            "INSERT INTO retry_hashes(info_hash, state, next_retry_at, first_seen, last_seen, observations, "
+            "attempts, priority, failure_counts, recent_failures, lease_owner, peers) "
+            "VALUES (?, ?, 0, ?, ?, 0, 0, 0, 0, 0, NULL, NULL) "
+            "ON CONFLICT (info_hash) DO UPDATE SET state = excluded.state "
+            "WHERE retry_hashes.state != 1 AND retry_hashes.state != excluded.state",
+            [(k, state, now, now) for k in keys])
+
     def build_index(self, conn: "Connection", index: Index) -> None:
         unique = "UNIQUE " if index.unique else ""
         conn.execute(f"CREATE {unique}INDEX IF NOT EXISTS {index.name} ON {index.table} ({index.columns})")
@@ -210,6 +265,12 @@ def fts_match(words: List[str], trigram: bool) -> Optional[str]:
     return " AND ".join(dict.fromkeys(terms)) or None
 
 
+# The rows of each index SQLite's ANALYZE reads (PRAGMA analysis_limit).
+ANALYSIS_LIMIT = 10_000
+
+# The page cache of a SQLite bulk load (import), in KiB.
+BULK_CACHE_KIB = 256 * 1024
+
 # The tables whose pages are the torrents' (prune --max-size).
 _TORRENT_TABLES = "name IN ('torrents', 'files', 'hashes') OR name LIKE 'torrents_by_%' OR name LIKE 'search%'"
 
@@ -235,6 +296,31 @@ class SqliteDialect(Dialect):
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+
+    @contextmanager
+    def bulk(self, conn: "Connection") -> Iterator[None]:
+        # A page cache that holds the indexes being written (the default 2 MB rereads the
+        # hashes' B-tree, keyed at random, for every batch), and a WAL checkpointed every
+        # 40 MB rather than every 4: a hot page is copied into the file once per checkpoint.
+        saved = {p: conn.value(f"PRAGMA {p}") for p in ("cache_size", "wal_autocheckpoint")}
+        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+        conn.execute("PRAGMA wal_autocheckpoint = 10000")
+        try:
+            yield
+        finally:
+            for pragma, value in saved.items():
+                conn.execute(f"PRAGMA {pragma} = {int(value)}")
+
+    def analyze(self, conn: "Connection") -> None:
+        # From a sample of each index, as PostgreSQL's ANALYZE samples its tables: a full
+        # pass reads every index of the database (seconds at a million torrents).
+        saved = conn.value("PRAGMA analysis_limit")  # None before SQLite 3.32: a full pass
+        conn.execute(f"PRAGMA analysis_limit = {ANALYSIS_LIMIT}")
+        try:
+            super().analyze(conn)
+        finally:
+            if saved is not None:
+                conn.execute(f"PRAGMA analysis_limit = {int(saved)}")
 
     def least(self, *exprs: str) -> str:
         return f"min({', '.join(exprs)})"
@@ -414,6 +500,68 @@ class PostgresDialect(Dialect):
         return (f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}",
                 [like_pattern(w.lower()) for w in words], True)
 
+    @contextmanager
+    def bulk(self, conn: "Connection") -> Iterator[None]:
+        # A commit need not wait for its WAL flush: a crash loses at most the last batches,
+        # which a run again imports (an import is idempotent); nothing half-written stays.
+        conn.execute("SET synchronous_commit = off")
+        try:
+            yield
+        finally:
+            if conn.healthy():
+                conn.execute("RESET synchronous_commit")
+
+    # Many rows as one statement: the rows as arrays (one per column), unnested.
+
+    def torrents_of(self, conn: "Connection", keys: List[bytes]) -> Dict[bytes, int]:
+        return {bytes(k): int(t) for k, t in conn.execute(
+            "SELECT hash, torrent FROM hashes WHERE hash = ANY(?::bytea[])", (keys,))} if keys else {}
+
+    def add_hashes(self, conn: "Connection", rows: List[Tuple[bytes, int]]) -> None:
+        if rows:
+            conn.execute("INSERT INTO hashes(hash, torrent) SELECT * FROM unnest(?::bytea[], ?::bigint[]) "
+                         "ON CONFLICT (hash) DO NOTHING", _columns(rows, 2))
+
+    def merge_sightings(self, conn: "Connection", rows: List[Tuple[Any, ...]]) -> None:
+        # One UPDATE sets a row once: a torrent merged twice takes its second row in a
+        # second round.
+        for batch in _rounds(rows):
+            conn.execute(
+                "UPDATE torrents t SET first_seen = least(t.first_seen, u.f), "
+                "peer = CASE WHEN u.l >= t.last_seen THEN coalesce(u.p, t.peer) ELSE t.peer END, "
+                "last_seen = greatest(t.last_seen, u.l), times_seen = greatest(t.times_seen, u.n), "
+                "info_hash_v1 = coalesce(t.info_hash_v1, u.v1), info_hash_v2 = coalesce(t.info_hash_v2, u.v2), "
+                "version = coalesce(t.version, u.v), piece_length = coalesce(t.piece_length, u.pl), "
+                "private = coalesce(t.private, u.pr), metadata_size = coalesce(t.metadata_size, u.m) "
+                "FROM unnest(?::bigint[], ?::timestamptz[], ?::timestamptz[], ?::text[], ?::bigint[], ?::bytea[], "
+                "?::bytea[], ?::text[], ?::bigint[], ?::boolean[], ?::bigint[]) "
+                "AS u(id, f, l, p, n, v1, v2, v, pl, pr, m) WHERE t.id = u.id "
+                # A sighting that changes nothing writes no new row version (a dump imported again).
+                "AND (u.f < t.first_seen OR u.l > t.last_seen OR u.n > t.times_seen "
+                "OR (u.l >= t.last_seen AND u.p IS NOT NULL AND u.p IS DISTINCT FROM t.peer) "
+                "OR (t.info_hash_v1 IS NULL AND u.v1 IS NOT NULL) OR (t.info_hash_v2 IS NULL AND u.v2 IS NOT NULL) "
+                "OR (t.version IS NULL AND u.v IS NOT NULL) OR (t.piece_length IS NULL AND u.pl IS NOT NULL) "
+                "OR (t.private IS NULL AND u.pr IS NOT NULL) OR (t.metadata_size IS NULL AND u.m IS NOT NULL))",
+                _columns(batch, 11))
+
+    def merge_swarms(self, conn: "Connection", rows: List[Tuple[Any, ...]]) -> None:
+        for batch in _rounds(rows):
+            conn.execute("UPDATE torrents t SET seeders = u.s, leechers = u.l, scraped_at = u.at "
+                         "FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::timestamptz[]) AS u(id, s, l, at) "
+                         "WHERE t.id = u.id AND (t.scraped_at IS NULL OR t.scraped_at < u.at)", _columns(batch, 4))
+
+    def mark_delivered(self, conn: "Connection", keys: List[bytes], state: int, now: int) -> None:
+        # One statement updates a row once: each key once (they all get the same values).
+        keys = list(dict.fromkeys(keys))
+        if keys:
+            conn.execute(
+                "INSERT INTO retry_hashes(info_hash, state, next_retry_at, first_seen, last_seen, observations, "
+                "attempts, priority, failure_counts, recent_failures, lease_owner, peers) "
+                "SELECT k, ?, 0, ?, ?, 0, 0, 0, 0, 0, NULL, NULL FROM unnest(?::bytea[]) AS k "
+                "ON CONFLICT (info_hash) DO UPDATE SET state = excluded.state "
+                "WHERE retry_hashes.state != 1 AND retry_hashes.state != excluded.state",
+                (state, now, now, keys))
+
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
         # Lower-cased here, as the query's words are (candidates()).
         conn.copy("search", ("id", "text"), [(tid, text.lower()) for tid, text in texts])
@@ -437,6 +585,25 @@ class PostgresDialect(Dialect):
                               "+ pg_total_relation_size('hashes') "
                               "+ coalesce(pg_total_relation_size(to_regclass('search')), 0)"))
         return used, used
+
+
+def _columns(rows: List[Tuple[Any, ...]], n: int) -> List[List[Any]]:
+    """Rows of ``n`` values as ``n`` lists, one per column (for unnest)."""
+    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(n)]
+
+
+def _rounds(rows: List[Tuple[Any, ...]]) -> List[List[Tuple[Any, ...]]]:
+    """Rows keyed by their first value, in rounds where each key comes once, in order: a
+    key's second row is in the second round."""
+    rounds: List[List[Tuple[Any, ...]]] = []
+    seen: Dict[Any, int] = {}
+    for row in rows:
+        n = seen.get(row[0], 0)
+        seen[row[0]] = n + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(row)
+    return rounds
 
 
 SQLITE = SqliteDialect()
