@@ -96,18 +96,23 @@ def human_size(n: int) -> str:
 
 # ---- argument types ------------------------------------------------------------------------
 
-def positive_seconds(text: str) -> float:
+def _seconds(text: str, *, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    if not (value >= 0 if zero else value > 0) or value != value or value == float("inf"):
+        kind = "non-negative" if zero else "positive"
+        raise argparse.ArgumentTypeError(f"expected a {kind} number of seconds, got {text!r}")
     return value
 
 
+def positive_seconds(text: str) -> float:
+    return _seconds(text, zero=False)
+
+
 def non_negative_seconds(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
+    return _seconds(text, zero=True)
 
 
 def port(text: str) -> int:

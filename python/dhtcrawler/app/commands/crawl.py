@@ -17,7 +17,7 @@ from ..._errors import StoreError
 from ..acceptance import Acceptance
 from ..db.postgres import PgConnectError, PgError
 from ..signals import Stopper
-from ..sinks import DatabaseSink, JsonlSink
+from ..sinks import RECONNECT_PAUSE_MAX, DatabaseSink, JsonlSink
 from ..status import StatusLine
 from .common import (DEFAULT_DB, EXIT_OK, StartError, UsageError, age, count, database, error_printer, load_rules,
                      rules_flags,
@@ -185,10 +185,11 @@ def _create_crawler(args: argparse.Namespace, options: Dict[str, Any]) -> Crawle
 
 
 def _wait_for_store(args: argparse.Namespace, *, clock: Any = time.monotonic, sleep: Any = time.sleep) -> None:
-    """With --store, waits (up to --store-wait seconds, backing off from 0.5 to 5 s) until
-    the server accepts a connection: in a compose file or after a reboot the crawler often
-    starts before its database, and a crawler that exits then only restarts in a loop. A
-    server still unreachable at the end is the start-up failure it always was."""
+    """With --store, waits (up to --store-wait seconds, backing off from 0.5 s to the sink's
+    RECONNECT_PAUSE_MAX) until the server accepts a connection: in a compose file or after a
+    reboot the crawler often starts before its database, and a crawler that exits then only
+    restarts in a loop. A server still unreachable at the end is the start-up failure it
+    always was."""
     if not args.store or args.store_wait <= 0:
         return
     db = database(args)
@@ -198,7 +199,9 @@ def _wait_for_store(args: argparse.Namespace, *, clock: Any = time.monotonic, sl
         try:
             db.connect().close()
             return
-        except PgError as e:  # a bad URI or no driver: at once
+        except PgError as e:
+            # Only a server that did not answer is waited for; a bad URI, password or
+            # database, or no driver, fails at once.
             if not isinstance(e, PgConnectError) or clock() + pause > deadline:
                 raise open_failure(db, e) from None
             if not said:
@@ -209,7 +212,7 @@ def _wait_for_store(args: argparse.Namespace, *, clock: Any = time.monotonic, sl
             sleep(pause)
         except KeyboardInterrupt:
             raise StartError(f"--store: interrupted while waiting for {db.describe()}") from None
-        pause = min(pause * 2, 5.0)
+        pause = min(pause * 2, RECONNECT_PAUSE_MAX)
 
 
 def run(args: argparse.Namespace) -> int:
