@@ -374,7 +374,9 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
 def _estimate(conn: Connection, found: int, lo: int) -> int:
     """The matches of a full window scaled to the whole database: ``found`` among the ids
     ``lo`` .. the newest, as dense over every id."""
-    first, last = conn.one("SELECT min(id), max(id) FROM torrents") or (None, None)
+    # Two subqueries: each is one step down the primary key, where min() and max() side by
+    # side in one SELECT scan the whole table (86 ms at 1 M on SQLite).
+    first, last = conn.one("SELECT (SELECT min(id) FROM torrents), (SELECT max(id) FROM torrents)") or (None, None)
     if first is None or last is None or last < lo:
         return found
     return max(found, round(found * (int(last) - int(first) + 1) / (int(last) - lo + 1)))
