@@ -14,7 +14,10 @@
 # (DHTC_CLI, default build/python-venv/bin/dhtcrawler; every answer budget raised by an
 # options file, as dhtc-bench-node raises them): its replies are the load generator's count,
 # its CPU the whole process's (/proc, every thread) over the load; the filled table comes
-# from --allow-private (it admits the answering sources). No system-call counts for it.
+# from --allow-private (it admits the answering sources). Its system calls are the network
+# thread's, from the crawl's own counters (udp rx_calls, tx_calls, rx_waits, rx_yields on
+# --metrics), as dhtc-bench-node counts them; its wake-ups are every thread's context
+# switches (/proc), with the busiest thread's beside them.
 # With DHTC_ROUTING=1 (our node only) the node crawls the load generator's sources and they
 # answer, so its routing table fills and find_node / get_peers answers carry 8 nodes.
 set -euo pipefail
@@ -47,52 +50,66 @@ if [ "${DHTC_COMPARE:-0}" = 1 ]; then
     tail -1 "$out/node"
   }
   cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-  thread_ticks() { # "name#tid ticks" per thread (the name may hold spaces: it sits in parentheses)
+  thread_ticks() { # "name#tid ticks voluntary involuntary" per thread (the name may hold spaces: it sits in parentheses)
     local f
     for f in /proc/"$1"/task/*/stat; do
-      sed -E 's/^([0-9]+) \((.*)\) (.*)$/\2#\1|\3/' "$f" | awk -F'|' '{split($2, a, " "); print $1, a[12] + a[13]}'
+      sed -E 's/^([0-9]+) \((.*)\) (.*)$/\2#\1|\3/' "$f" | awk -F'|' '{split($2, a, " "); printf "%s %d ", $1, a[12] + a[13]}'
+      awk '/^voluntary_ctxt_switches/ {v = $2} /^nonvoluntary_ctxt_switches/ {n = $2} END {print v, n}' "${f%stat}status"
     done 2>/dev/null
   }
+  scrape() { python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' "$1"; }
   run_crawl() { # table (empty|filled): `dhtcrawler crawl` under the load, a JSON line like the node's
     local cli=${DHTC_CLI:-build/python-venv/bin/dhtcrawler} port private=() load_extra=(--echo-target 0)
     [ "$1" = filled ] && { private=(--allow-private); load_extra+=(--answer-queries 1); }
     port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    local metrics
+    metrics=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     cat >"$out/options.json" <<'JSON'
 {"crawl": {"rate_limit": {"max_response_rate_per_sec": 1e9, "max_response_bytes_per_sec": 1e12,
   "max_response_rate_per_source": 1e9, "max_packets_per_destination_per_sec": 1e9, "destination_burst": 1e9,
   "max_packets_per_ip_per_sec": 1e9, "ip_burst": 1e9}}}
 JSON
     "$cli" crawl --port "$port" --bind 127.0.0.1 --no-default-bootstrap "${private[@]}" --options "$out/options.json" \
-      --db "$out/crawl.sqlite" --no-scrape --quiet --duration $((seconds + 20)) 2>"$out/crawl.err" &
+      --db "$out/crawl.sqlite" --no-scrape --quiet --metrics "127.0.0.1:$metrics" --duration $((seconds + 20)) \
+      2>"$out/crawl.err" &
     local pid=$! t0 t1 hz
     for _ in $(seq 100); do ss -Hlun "sport = :$port" | grep -q . && break; sleep 0.1; done
     sleep 1
     hz=$(getconf CLK_TCK)
+    scrape "http://127.0.0.1:$metrics/metrics" >"$out/metrics0"
     t0=$(cpu_ticks "$pid")
     thread_ticks "$pid" >"$out/threads0"
     "$build/bench/dhtc-krpc-load" --target "127.0.0.1:$port" --seconds "$seconds" --sources 64 --window "${DHTC_WINDOW:-8}" \
       "${load_extra[@]}" >"$out/load"
     t1=$(cpu_ticks "$pid")
     thread_ticks "$pid" >"$out/threads1"
+    scrape "http://127.0.0.1:$metrics/metrics" >"$out/metrics1"
     kill -INT "$pid"; wait "$pid" || true
-    python3 - "$out/load" "$t0" "$t1" "$hz" "$out/threads0" "$out/threads1" <<'PY'
-import collections, json, sys
-load = json.load(open(sys.argv[1]))
-cpu = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4])
-def threads(path):  # "name#tid" -> ticks
-    out = collections.Counter()
-    for line in open(path):
-        name, ticks = line.rsplit(" ", 1)
-        out[name] += int(ticks)
-    return out
-t0, t1 = threads(sys.argv[5]), threads(sys.argv[6])
-busy = sorted(((t1[n] - t0.get(n, 0)) / int(sys.argv[4]), n) for n in t1)
-by_thread = [round(c, 2) for c, _ in reversed(busy) if c > 0]  # busiest first
-print(json.dumps({"bench": "krpc_responder_crawl", "replies": load["replies"], "cpu_seconds": round(cpu, 3),
-                  "cpu_seconds_per_thread": by_thread,
-                  "replies_per_cpu_second": round(load["replies"] / cpu) if cpu else None,
-                  "syscalls_per_reply": None, "voluntary_switches_per_reply": None,
-                  "involuntary_switches_per_reply": None, "replies_per_wakeup": None}))
+    python3 - "$out" "$t0" "$t1" "$hz" <<'PY'
+import json, sys
+out, hz = sys.argv[1], int(sys.argv[4])
+load = json.load(open(f"{out}/load"))
+replies = load["replies"]
+cpu = (int(sys.argv[3]) - int(sys.argv[2])) / hz
+def threads(path):  # "name#tid" -> (ticks, voluntary, involuntary)
+    return {name: tuple(map(int, rest)) for name, *rest in (line.rsplit(" ", 3) for line in open(path) if line.strip())}
+def syscalls(path):  # the network thread's, as dhtc-bench-node counts them
+    names = ("dhtc_udp_rx_calls_total", "dhtc_udp_tx_calls_total", "dhtc_udp_rx_waits_total", "dhtc_udp_rx_yields_total")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in open(path) if line.startswith(names))
+t0, t1 = threads(f"{out}/threads0"), threads(f"{out}/threads1")
+delta = {n: tuple(a - b for a, b in zip(t1[n], t0.get(n, (0, 0, 0)))) for n in t1}
+busy = sorted(delta.values(), reverse=True)  # busiest first
+voluntary, involuntary = sum(d[1] for d in busy), sum(d[2] for d in busy)
+def per(n):
+    return round(n / replies, 4) if replies else None
+print(json.dumps({"bench": "krpc_responder_crawl", "replies": replies, "cpu_seconds": round(cpu, 3),
+                  "cpu_seconds_per_thread": [round(d[0] / hz, 2) for d in busy if d[0] > 0],
+                  "replies_per_cpu_second": round(replies / cpu) if cpu else None,
+                  "syscalls_per_reply": per(syscalls(f"{out}/metrics1") - syscalls(f"{out}/metrics0")),
+                  "voluntary_switches_per_reply": per(voluntary), "involuntary_switches_per_reply": per(involuntary),
+                  "replies_per_wakeup": round(replies / voluntary, 2) if voluntary else None,
+                  "busiest_thread": {"cpu_seconds": round(busy[0][0] / hz, 2), "voluntary_switches_per_reply":
+                                     per(busy[0][1]), "involuntary_switches_per_reply": per(busy[0][2])}}))
 PY
   }
   for round in $(seq "${DHTC_ROUNDS:-2}"); do

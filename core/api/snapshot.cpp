@@ -232,6 +232,12 @@ constexpr field<udp> udp_fields[] = {
     {"tx_dropped", &udp::tx_dropped, C, "dhtc_udp_tx_dropped_total", {},
      "Datagrams dropped before sending: send queue full or socket refused."},
     {"tx_errors", &udp::tx_errors, C, "dhtc_udp_tx_errors_total", {}, "Datagrams the kernel refused to send."},
+    {"rx_calls", &udp::rx_calls, C, "dhtc_udp_rx_calls_total", {}, "recvmmsg system calls (up to 32 datagrams each)."},
+    {"tx_calls", &udp::tx_calls, C, "dhtc_udp_tx_calls_total", {}, "sendmmsg system calls (up to 32 datagrams each)."},
+    {"rx_waits", &udp::rx_waits, C, "dhtc_udp_rx_waits_total", {},
+     "Times the socket was found empty and the network thread waited for readability (an epoll wait each)."},
+    {"rx_yields", &udp::rx_yields, C, "dhtc_udp_rx_yields_total", {},
+     "Times the socket was still not empty after a bounded drain and other work went first."},
 };
 
 using node = dht::node_counters;

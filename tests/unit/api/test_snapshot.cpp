@@ -125,7 +125,8 @@ const std::vector<std::string> runtime_uint_keys = {
 };
 
 const std::vector<std::string> udp_keys = {"rx_packets", "rx_bytes",   "rx_oversize", "rx_truncated",
-                                           "tx_packets", "tx_bytes",   "tx_dropped", "tx_errors"};
+                                           "tx_packets", "tx_bytes",   "tx_dropped", "tx_errors",
+                                           "rx_calls",   "tx_calls",   "rx_waits",   "rx_yields"};
 
 const std::vector<std::string> dht_keys = {
     "rx_bad_bencode", "rx_bad_krpc", "rx_queries", "rx_replies", "replies_sent", "replies_over_budget",
