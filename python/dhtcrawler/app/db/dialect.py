@@ -484,8 +484,10 @@ class PostgresDialect(Dialect):
         conn.execute(f"CREATE {unique}INDEX CONCURRENTLY {index.name} ON {index.table}{using} ({columns})")
 
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
-        return bool(conn.value("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
-                               "current_schema() AND table_name = ? AND column_name = ?", (table, column)))
+        # From the catalog: information_schema's view took 3-8 ms a call, several calls a search.
+        return bool(conn.value("SELECT count(*) FROM pg_attribute WHERE attrelid = "
+                               "to_regclass(quote_ident(current_schema()) || '.' || ?) AND attname = ? "
+                               "AND NOT attisdropped", (table, column)))
 
     def candidates(self, conn: "Connection", words: List[str],
                    window: Optional[int]) -> Tuple[str, List[Any], bool]:

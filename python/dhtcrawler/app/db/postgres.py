@@ -110,6 +110,12 @@ class PgDriver:
         # where psycopg would otherwise hand back bytes.
         if "client_encoding" not in given:
             extra["client_encoding"] = "utf8"
+        # The planner's cost of a random page read, as for a database on SSD or in memory
+        # (PostgreSQL's default, 4, is a spinning disk's): otherwise it joins a search's
+        # 10,000 candidates by scanning the whole torrents table (87 ms at 1 M) rather than
+        # looking each up (23 ms). A value in the connection string's options wins.
+        if "random_page_cost" not in given.get("options", ""):
+            extra["options"] = (given.get("options", "") + " -c random_page_cost=1.1").strip()
         try:
             self._conn = psycopg.connect(self._conninfo, autocommit=True, **extra)
         except psycopg.Error as e:
