@@ -416,6 +416,11 @@ constexpr field<pc> pipeline_fields[] = {
      "Peers skipped because the failure cache holds them."},
     {"second_chance_fetches", &pc::second_chance_fetches, C, "dhtc_metadata_second_chance_fetches_total", {},
      "Torrents served by a peer on its second chance after a first timeout (metadata.first_timeout_ttl_secs)."},
+    {"crowded_refusals", &pc::crowded_refusals, C, "dhtc_metadata_crowded_refusals_total", {},
+     "Peer sessions refused while another session of ours to the peer was open or had closed within 3 s: "
+     "asked again, not held against the peer."},
+    {"crowded_saves", &pc::crowded_saves, C, "dhtc_metadata_crowded_saves_total", {},
+     "Torrents delivered by rounds that had such a refusal."},
     {"deadline_extensions", &pc::deadline_extensions, C, "dhtc_metadata_deadline_extensions_total", {},
      "Peer sessions whose measured round trip pushed their deadline back (at most to twice metadata.timeout_secs)."},
     {"deadline_extension_saves", &pc::deadline_extension_saves, C, "dhtc_metadata_deadline_extension_saves_total", {},

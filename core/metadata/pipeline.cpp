@@ -75,6 +75,7 @@ struct job {
     std::optional<id20> sibling; ///< a hybrid's other key, remembered as done with this one
     /// Per session of the last run_sessions: another round of ours had that peer open already.
     std::vector<bool> crowded;
+    bool refused_while_crowded = false; ///< a session of this round was (crowded_saves)
     /// Waits for the application's answer to a torrent of its other key (ended_as_sibling):
     /// shutdown lets it end as that answer says.
     bool awaiting_answer = false;
@@ -130,7 +131,8 @@ struct pipeline::impl {
                                          std::chrono::seconds(opt.first_timeout_ttl_secs)}),
           delivered(delivered_filter_options{opt.delivered_filter_capacity,
                                              std::chrono::seconds(opt.delivered_filter_period_secs), 0}),
-          rng(std::random_device{}()) {
+          rng(std::random_device{}()),
+          recently_closed(peer_failure_cache_options{recently_closed_capacity, closed_session_linger, 0}) {
         batch.reserve(drain_batch);
     }
 
@@ -217,13 +219,25 @@ struct pipeline::impl {
     std::vector<endpoint> pick_peers(job& j, std::size_t max);
     bool peer_crowded(const endpoint& peer) const {
         const auto it = open_sessions.find(peer);
-        return it != open_sessions.end() && it->second > 0;
+        return (it != open_sessions.end() && it->second > 0) ||
+               recently_closed.contains(peer, std::chrono::steady_clock::now());
     }
     asio::awaitable<void> await_uncrowded(std::shared_ptr<job> j, std::vector<endpoint> peers);
     // Sessions of ours open to each peer, over every round: a peer may refuse a second
     // connection for a torrent it is already serving us (libtorrent sees our uTP connections
     // all come from one UDP port), which a hybrid's two keys ask for side by side.
     std::unordered_map<endpoint, unsigned, endpoint_hash> open_sessions;
+    // The peer's side of a session we just closed lives on until our close reaches it: a
+    // round trip or more (longer when the FIN is lost), during which it may still refuse a
+    // second connection. So a peer counts as crowded for a while after our last session it
+    // accepted ended,
+    // and a refusal then is not held against it for metadata.refusal_ttl_secs (issue 32: at a
+    // few hundred milliseconds of round trip, the next torrent of the same seeder met it).
+    // The set keeps the first close's time within the linger (peer_failure_cache.hpp). Real
+    // time, as await_uncrowded() waits in: the linger is the wire's, not the schedule's.
+    static constexpr std::size_t recently_closed_capacity = 4096;
+    static constexpr std::chrono::seconds closed_session_linger{3};
+    peer_failure_cache recently_closed;
     id20 random_peer_id() {
         id20 id;
         for (auto& b : id.bytes) b = static_cast<std::uint8_t>(rng());
@@ -575,8 +589,13 @@ asio::awaitable<std::vector<session_result>> pipeline::impl::run_sessions(std::s
                        asio::bind_cancellation_slot(signal.slot(), [this, &results, &running, &peers, i,
                                                                     j](std::exception_ptr e, session_result r) {
                            if (e) r.failure = session_failure::protocol_error; // bad_alloc inside the session
-                           if (const auto it = open_sessions.find(peers[i]); it != open_sessions.end() && --it->second == 0)
+                           if (const auto it = open_sessions.find(peers[i]); it != open_sessions.end() && --it->second == 0) {
                                open_sessions.erase(it);
+                               // Only a connection the peer accepted lives on at its side (a
+                               // peer that refused us holds nothing of ours).
+                               if (r.ok() || r.metadata_size > 0)
+                                   recently_closed.insert(peers[i], std::chrono::steady_clock::now());
+                           }
                            results[i] = r;
                            if (--running == 0) j->wake.cancel();
                        }));
@@ -647,6 +666,8 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
                 // not remembered against it either. It is asked again once that session ends
                 // (and that round may deliver this torrent).
                 crowded.push_back(peers[i]);
+                bump(c.crowded_refusals);
+                j->refused_while_crowded = true;
                 continue;
             }
             bump(c.attempt_failures[static_cast<std::size_t>(cls)]);
@@ -679,6 +700,7 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
             bytes.emplace(dict);
             served_by = peers[main_source];
             if (failures.timed_out_once(*served_by, clock.now())) bump(c.second_chance_fetches);
+            if (j->refused_while_crowded) bump(c.crowded_saves);
             served_enc = results[main_source].encryption;
             served_tr = results[main_source].transport;
             break;

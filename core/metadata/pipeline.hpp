@@ -70,6 +70,10 @@ struct pipeline_counters {
     std::atomic<std::uint64_t> attempts{0};
     std::atomic<std::uint64_t> failure_cache_hits{0};
     std::atomic<std::uint64_t> second_chance_fetches{0}; ///< served by a peer that had timed out once (issue 32)
+    /// Sessions a peer refused while another session of ours to it was open or had just
+    /// closed: asked again, not held against the peer (issue 32) ...
+    std::atomic<std::uint64_t> crowded_refusals{0};
+    std::atomic<std::uint64_t> crowded_saves{0}; ///< ... in rounds that then delivered the torrent
     std::atomic<std::uint64_t> deadline_extensions{0};      ///< sessions whose slow round trip pushed the deadline back
     std::atomic<std::uint64_t> deadline_extension_saves{0}; ///< ... that succeeded after the first deadline
     std::atomic<std::uint64_t> dht_rtt_extensions{0}; ///< sessions whose deadline or SYN wait the DHT's round trip lengthened

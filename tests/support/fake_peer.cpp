@@ -105,6 +105,7 @@ struct fake_peer::impl {
     std::vector<int> raw_fds; // refuse / full_backlog: the listener and its fillers
     std::thread thread;
     int open_connections = 0; // on the io thread only
+    std::chrono::steady_clock::time_point last_closed{}; // on the io thread only
 
     /// The dict served under `key`: the first one's v1 or v2 key, or another's v1 key.
     const std::string* dict_for(const id20& key) const {
@@ -158,6 +159,7 @@ public:
             // The session closed the connection or the server is stopping.
         }
         --p_.open_connections;
+        p_.last_closed = std::chrono::steady_clock::now();
         std::error_code ignored;
         sock_.close(ignored);
         p_.update(idx_, [](conversation& c) { c.ended = true; });
@@ -265,6 +267,8 @@ private:
         info_ = p_.dict_for(theirs.info_hash);
         if (!info_) co_return;
         if (s_.refuse_while_busy && p_.open_connections > 1) co_return;
+        if (s_.refuse_after_close.count() && std::chrono::steady_clock::now() - p_.last_closed < s_.refuse_after_close)
+            co_return;
         if (s_.mode == mode::silent) co_return co_await read_loop();
 
         id20 key = theirs.info_hash;

@@ -92,6 +92,10 @@ struct peer_script {
     /// A connection that arrives while another is open has its handshake read, then is
     /// closed: libtorrent refusing a second connection from us while it serves one.
     bool refuse_while_busy = false;
+    /// A connection that arrives less than this long after the last one closed is refused
+    /// the same way: libtorrent still holding our previous connection, whose close has not
+    /// reached it yet (a round trip, at a few hundred milliseconds of latency).
+    std::chrono::milliseconds refuse_after_close{0};
 };
 
 /// What one connection received from the session under test.

@@ -147,7 +147,7 @@ const std::vector<std::string> crawl_keys = {
 
 const std::vector<std::string> metadata_keys = {
     "hashes_in", "already_delivered", "merged_in_flight", "pending_refused", "gate_rejected", "gate_timeouts",
-    "jobs_started", "attempts", "failure_cache_hits", "refetches", "duplicates", "bytes_fetched", "in_flight",
+    "jobs_started", "attempts", "failure_cache_hits", "crowded_refusals", "crowded_saves", "refetches", "duplicates", "bytes_fetched", "in_flight",
     "pending", "pending_capacity", "hash_ingress_depth", "hash_ingress_capacity", "hash_ingress_pushed",
     "hash_ingress_dropped"};
 

@@ -409,6 +409,30 @@ TEST_CASE("a peer that refused us while another round of ours had it open is ask
           0);
 }
 
+// Issue 32: the next torrent of the same seeder, asked for right after a session it served,
+// met libtorrent still holding that session (our close had not reached it) and was refused;
+// the refusal was held against the seeder for metadata.refusal_ttl_secs, and the torrent lost.
+TEST_CASE("a peer that refused us just after serving us is asked again, not remembered") {
+    test::peer_script lingering;
+    lingering.refuse_after_close = 500ms;
+    lingering.also_serves.push_back(fixture("v1_multi"));
+    test::fake_peer peer(fixture("v1_single"), lingering);
+    const id20 second = metadata::sha1_id(lingering.also_serves[0]);
+    rig r;
+    r.offer(peer.info_hash(), peer.local_endpoint());
+    REQUIRE(r.wait_completions(1));
+    r.offer(second, peer.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    for (const auto& c : r.a.completions) {
+        CAPTURE(c.info_hash.hex());
+        CHECK(c.result == api::outcome::accepted);
+    }
+    CHECK(r.pipe.counters().failure_cache_hits.load() == 0);
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(api::failure_class::handshake_failed)].load() ==
+          0);
+}
+
 // A hybrid's second round, refused while the first had the peer open, ends as the first's
 // delivery did. It must leave the rounds in flight then: a later announce of its key starts a
 // new round instead of joining the one that ended.
@@ -419,7 +443,9 @@ TEST_CASE("a round that ended as its sibling's delivery leaves no trace: its key
     test::fake_peer peer(fixture("hybrid_multi"), busy);
     rig r;
     r.a.retry_first = 1;        // the first delivery could not be stored: both keys end sink_failed
-    r.a.torrent_delay = 300ms;  // the second round waits for that answer
+    // The second round waits for that answer: it comes after the second round asks again,
+    // which is once the first's session closed and its linger passed (3 s, pipeline.cpp).
+    r.a.torrent_delay = 4s;
     r.offer(peer.info_hash(), peer.local_endpoint());
     const auto until = std::chrono::steady_clock::now() + 5s;
     while (peer.conversations().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
