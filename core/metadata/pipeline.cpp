@@ -230,11 +230,10 @@ struct pipeline::impl {
     // The peer's side of a session we just closed lives on until our close reaches it: a
     // round trip or more (longer when the FIN is lost), during which it may still refuse a
     // second connection. So a peer counts as crowded for a while after our last session it
-    // accepted ended,
-    // and a refusal then is not held against it for metadata.refusal_ttl_secs (issue 32: at a
-    // few hundred milliseconds of round trip, the next torrent of the same seeder met it).
-    // The set keeps the first close's time within the linger (peer_failure_cache.hpp). Real
-    // time, as await_uncrowded() waits in: the linger is the wire's, not the schedule's.
+    // accepted ended, and a refusal then is not held against it for refusal_ttl_secs (issue
+    // 32: at a few hundred milliseconds of round trip, the next torrent of the same seeder
+    // met it). The set keeps the first close's time within the linger (peer_failure_cache.hpp).
+    // Real time, as await_uncrowded() waits in: the linger is the wire's, not the schedule's.
     static constexpr std::size_t recently_closed_capacity = 4096;
     static constexpr std::chrono::seconds closed_session_linger{3};
     peer_failure_cache recently_closed;
