@@ -49,7 +49,11 @@ peer_failures::peer_failures(peer_failures_options o)
       refused_({o.capacity, o.refusal_ttl, o.hash_seed ? o.hash_seed ^ 0x726566 : 0}),
       first_timeouts_({o.first_timeout_ttl < o.ttl ? o.capacity : 0, o.first_timeout_ttl,
                        o.hash_seed ? o.hash_seed ^ 0x666972 : 0}),
-      timeouts_seen_({first_timeouts_.enabled() ? o.capacity : 0, o.ttl, o.hash_seed ? o.hash_seed ^ 0x736565 : 0}) {}
+      timeouts_seen_({first_timeouts_.enabled() ? o.capacity : 0, o.ttl, o.hash_seed ? o.hash_seed ^ 0x736565 : 0}),
+      first_refusals_({o.first_timeout_ttl < o.refusal_ttl ? o.capacity : 0, o.first_timeout_ttl,
+                       o.hash_seed ? o.hash_seed ^ 0x667266 : 0}),
+      refusals_seen_({first_refusals_.enabled() ? o.capacity : 0, o.refusal_ttl,
+                      o.hash_seed ? o.hash_seed ^ 0x727366 : 0}) {}
 
 void peer_failures::record(const endpoint& ep, api::failure_class c, time_point now) {
     switch (remembered_as(c)) {
@@ -61,7 +65,14 @@ void peer_failures::record(const endpoint& ep, api::failure_class c, time_point 
             unreachable_.insert(ep, now);
         }
         break;
-    case kind::refused: refused_.insert(ep, now); break;
+    case kind::refused:
+        if (first_refusals_.enabled() && !refusals_seen_.contains(ep, now)) {
+            refusals_seen_.insert(ep, now);
+            first_refusals_.insert(ep, now);
+        } else {
+            refused_.insert(ep, now);
+        }
+        break;
     case kind::none: break;
     }
 }

@@ -100,6 +100,10 @@ struct peer_failures_options {
 ///    one lost datagram at a few hundred milliseconds of round trip costs a whole attempt,
 ///    so the peer gets a second chance soon (issue 32); a second timeout within `ttl` of the
 ///    first is held for `ttl` like any unreachable peer.
+///  - a first refusal for `first_timeout_ttl` only, likewise: over a lossy path, or racing a
+///    connection of ours the peer has not seen closed yet, one closed handshake is weak
+///    evidence of a policy (issue 32); a second refusal within `refusal_ttl` of the first is
+///    held for `refusal_ttl`.
 /// Other classes are not held: they concern one torrent or one exchange, or our own side.
 /// One peer_failure_cache per lifetime, so each ring stays in time order; each costs what it holds.
 class peer_failures {
@@ -111,7 +115,8 @@ public:
     explicit peer_failures(peer_failures_options o = {});
     /// True when `ep` failed in a remembered way recently enough at `now`.
     bool contains(const endpoint& ep, time_point now) const {
-        return unreachable_.contains(ep, now) || refused_.contains(ep, now) || first_timeouts_.contains(ep, now);
+        return unreachable_.contains(ep, now) || refused_.contains(ep, now) || first_timeouts_.contains(ep, now) ||
+               first_refusals_.contains(ep, now);
     }
     /// Records a failure of class `c` of `ep` at `now` (nothing for a class not held).
     void record(const endpoint& ep, api::failure_class c, time_point now);
@@ -126,6 +131,8 @@ private:
     peer_failure_cache refused_;
     peer_failure_cache first_timeouts_; ///< skipped for first_timeout_ttl
     peer_failure_cache timeouts_seen_;  ///< not skipped: remembers first timeouts for `ttl`
+    peer_failure_cache first_refusals_; ///< skipped for first_timeout_ttl
+    peer_failure_cache refusals_seen_;  ///< not skipped: remembers first refusals for `refusal_ttl`
 };
 
 } // namespace dhtc::metadata

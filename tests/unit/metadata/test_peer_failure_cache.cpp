@@ -260,7 +260,8 @@ TEST_CASE("peer_failures: unreachable peers for the failure TTL, refusals for th
     peer_failures f(peer_failures_options{100, 60s, 600s, 5});
     const auto t = clk.now();
     f.record(v4(1), fc::connect_refused, t);
-    f.record(v4(2), fc::handshake_failed, t);
+    f.record(v4(2), fc::handshake_failed, t); // a first refusal: its second chance, below
+    f.record(v4(2), fc::handshake_failed, t); // a second one: the refusal TTL
     for (const auto c : {fc::rejected, fc::hash_mismatch, fc::disconnected, fc::encryption_failed, fc::protocol_error,
                          fc::no_metadata_support, fc::cancelled, fc::sink_failed})
         f.record(v4(3), c, t);
@@ -314,6 +315,28 @@ TEST_CASE("peer_failures: a first timeout is skipped briefly, a second one withi
     off.record(v4(1), fc::timeout, t);
     CHECK(off.contains(v4(1), t + 59s));
     CHECK_FALSE(off.timed_out_once(v4(1), t));
+}
+
+TEST_CASE("peer_failures: a first refusal is skipped briefly, a second one within the refusal TTL for it (issue 32)") {
+    using fc = api::failure_class;
+    manual_clock clk;
+    peer_failures f(peer_failures_options{100, 60s, 600s, 5, 10s});
+    const auto t = clk.now();
+    f.record(v4(60), fc::handshake_failed, t);
+    CHECK(f.contains(v4(60), t + 9s));
+    CHECK_FALSE(f.contains(v4(60), t + 10s)); // its second chance
+    f.record(v4(60), fc::handshake_failed, t + 300s); // refused again within the refusal TTL
+    CHECK(f.contains(v4(60), t + 899s));
+    CHECK_FALSE(f.contains(v4(60), t + 900s));
+    CHECK(f.refused().size() == 1);
+    // A refusal after the first was forgotten is a first refusal again.
+    f.record(v4(61), fc::handshake_failed, t);
+    f.record(v4(61), fc::handshake_failed, t + 600s);
+    CHECK_FALSE(f.contains(v4(61), t + 610s));
+    // A first TTL of 0: every refusal for the refusal TTL, as before.
+    peer_failures off(peer_failures_options{100, 60s, 600s, 5, 0s});
+    off.record(v4(62), fc::handshake_failed, t);
+    CHECK(off.contains(v4(62), t + 599s));
 }
 
 } // TEST_SUITE

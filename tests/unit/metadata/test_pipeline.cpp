@@ -329,37 +329,42 @@ id20 numbered_hash(std::uint8_t n) {
     return h;
 }
 
-TEST_CASE("a peer that refused us is skipped for metadata.refusal_ttl_secs, longer than an unreachable one") {
+TEST_CASE("a peer that refused us twice is skipped for metadata.refusal_ttl_secs, longer than an unreachable one") {
     test::peer_script refusing;
     refusing.mode = test::peer_mode::short_handshake; // handshake_failed, as a PE-forcing peer under tcp
     test::fake_peer peer(fixture("v1_single"), refusing);
-    auto o = rig::options(); // peer_failure_ttl_secs 60, refusal_ttl_secs 600
+    auto o = rig::options(); // peer_failure_ttl_secs 60, refusal_ttl_secs 600, first_timeout_ttl_secs 10
     o.encryption = metadata::encryption_policy::disable; // one connection per attempt, no MSE fallback
     rig r(o);
     r.offer(peer.info_hash(), peer.local_endpoint());
     REQUIRE(r.wait_completions(1));
-    // Re-announces of other torrents at that endpoint: skipped, past the unreachable TTL too.
+    // A first refusal: skipped for first_timeout_ttl_secs, then asked again (issue 32).
     r.offer(numbered_hash(1), peer.local_endpoint());
     REQUIRE(r.wait_completions(2));
-    r.clock.advance(61s);
+    r.clock.advance(11s);
     r.offer(numbered_hash(2), peer.local_endpoint());
     REQUIRE(r.wait_completions(3));
-    CHECK(peer.conversations().size() == 1);
-    // Once the refusal TTL has passed it is asked again.
-    r.clock.advance(540s);
+    CHECK(peer.conversations().size() == 2);
+    // Refused again: other torrents at that endpoint are skipped past the unreachable TTL too.
+    r.clock.advance(61s);
     r.offer(numbered_hash(3), peer.local_endpoint());
     REQUIRE(r.wait_completions(4));
-    r.stop();
     CHECK(peer.conversations().size() == 2);
+    // Once the refusal TTL has passed it is asked again.
+    r.clock.advance(540s);
+    r.offer(numbered_hash(4), peer.local_endpoint());
+    REQUIRE(r.wait_completions(5));
+    r.stop();
+    CHECK(peer.conversations().size() == 3);
     const auto& c = r.a.completions;
-    CHECK(c[0].failure == api::failure_class::handshake_failed);
-    CHECK(c[0].attempts == 1);
-    for (std::size_t i : {1, 2}) {
+    for (std::size_t i : {0, 2, 4}) {
+        CHECK(c[i].failure == api::failure_class::handshake_failed);
+        CHECK(c[i].attempts == 1);
+    }
+    for (std::size_t i : {1, 3}) {
         CHECK(c[i].failure == api::failure_class::no_peers);
         CHECK(c[i].attempts == 0);
     }
-    CHECK(c[3].failure == api::failure_class::handshake_failed);
-    CHECK(c[3].attempts == 1);
     CHECK(r.pipe.counters().failure_cache_hits.load() == 2);
 }
 
