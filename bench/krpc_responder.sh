@@ -93,9 +93,16 @@ replies = load["replies"]
 cpu = (int(sys.argv[3]) - int(sys.argv[2])) / hz
 def threads(path):  # "name#tid" -> (ticks, voluntary, involuntary)
     return {name: tuple(map(int, rest)) for name, *rest in (line.rsplit(" ", 3) for line in open(path) if line.strip())}
-def syscalls(path):  # the network thread's, as dhtc-bench-node counts them
-    names = ("dhtc_udp_rx_calls_total", "dhtc_udp_tx_calls_total", "dhtc_udp_rx_waits_total", "dhtc_udp_rx_yields_total")
+def total(path, *names):  # the sum of these counters over their labels
     return sum(float(line.rsplit(" ", 1)[1]) for line in open(path) if line.startswith(names))
+def delta(*names):
+    return round(total(f"{out}/metrics1", *names) - total(f"{out}/metrics0", *names))
+# the network thread's system calls, as dhtc-bench-node counts them
+syscalls = delta("dhtc_udp_rx_calls_total", "dhtc_udp_tx_calls_total", "dhtc_udp_rx_waits_total",
+                 "dhtc_udp_rx_yields_total")
+# what the other threads did: announces that reached the metadata side, their rounds and attempts
+work = {"hashes_in": delta("dhtc_metadata_hashes_in_total"), "rounds": delta("dhtc_metadata_jobs_started_total"),
+        "attempts": delta("dhtc_metadata_attempts_total")}
 t0, t1 = threads(f"{out}/threads0"), threads(f"{out}/threads1")
 delta = {n: tuple(a - b for a, b in zip(t1[n], t0.get(n, (0, 0, 0)))) for n in t1}
 busy = sorted(delta.values(), reverse=True)  # busiest first
@@ -105,7 +112,7 @@ def per(n):
 print(json.dumps({"bench": "krpc_responder_crawl", "replies": replies, "cpu_seconds": round(cpu, 3),
                   "cpu_seconds_per_thread": [round(d[0] / hz, 2) for d in busy if d[0] > 0],
                   "replies_per_cpu_second": round(replies / cpu) if cpu else None,
-                  "syscalls_per_reply": per(syscalls(f"{out}/metrics1") - syscalls(f"{out}/metrics0")),
+                  "syscalls_per_reply": per(syscalls), "metadata_work": work,
                   "voluntary_switches_per_reply": per(voluntary), "involuntary_switches_per_reply": per(involuntary),
                   "replies_per_wakeup": round(replies / voluntary, 2) if voluntary else None,
                   "busiest_thread": {"cpu_seconds": round(busy[0][0] / hz, 2), "voluntary_switches_per_reply":
