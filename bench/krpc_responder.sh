@@ -104,8 +104,7 @@ syscalls = delta("dhtc_udp_rx_calls_total", "dhtc_udp_tx_calls_total", "dhtc_udp
 work = {"hashes_in": delta("dhtc_metadata_hashes_in_total"), "rounds": delta("dhtc_metadata_jobs_started_total"),
         "attempts": delta("dhtc_metadata_attempts_total")}
 t0, t1 = threads(f"{out}/threads0"), threads(f"{out}/threads1")
-delta = {n: tuple(a - b for a, b in zip(t1[n], t0.get(n, (0, 0, 0)))) for n in t1}
-busy = sorted(delta.values(), reverse=True)  # busiest first
+busy = sorted((tuple(a - b for a, b in zip(t1[n], t0.get(n, (0, 0, 0)))) for n in t1), reverse=True)  # busiest first
 voluntary, involuntary = sum(d[1] for d in busy), sum(d[2] for d in busy)
 def per(n):
     return round(n / replies, 4) if replies else None
