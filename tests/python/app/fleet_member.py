@@ -2,7 +2,9 @@
 as ``crawl --store`` runs it) offered torrents the test names on standard input, one
 ``NUMBER`` a line. A torrent answered RETRY is offered again (the library would fetch it
 again), after a pause, until stored. After every answer a JSON line of counters goes to
-standard output. Run by test_fleet_restart.py; stops at end of input once nothing is pending.
+standard output, with the numbers answered since the line before (``answered``). Run by
+test_fleet_restart.py and tests/pg/fleet_kill9.py; stops at end of input once nothing is
+pending.
 
     python fleet_member.py POSTGRESQL_URI"""
 
@@ -43,6 +45,7 @@ def main() -> int:
     threading.Thread(target=read, daemon=True).start()
     retries = 0
     pending = []
+    answered: list = []  # since the last line: the numbers stored or found stored
     while not (done.is_set() and offered.empty() and not pending):
         try:
             pending.append(offered.get(timeout=0.05))
@@ -54,8 +57,10 @@ def main() -> int:
                 time.sleep(0.05)  # the library's retry comes later; the test's comes soon
                 break
             pending.remove(number)
+            answered.append(number)
         print(json.dumps({"accepted": accept.accepted, "seen_again": accept.seen_again, "retries": retries,
-                          "pending": len(pending), "reconnects": sink.reconnects}), flush=True)
+                          "pending": len(pending), "reconnects": sink.reconnects, "answered": answered}), flush=True)
+        answered = []
     accept.close()
     return 0
 
