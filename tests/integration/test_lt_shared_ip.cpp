@@ -19,14 +19,6 @@ namespace {
 
 test::lt_case_result run_shared_case(test::lt_case c) {
     c.swarm_script = DHTC_LT_SWARM;
-    // libtorrent's defaults, as behind a real shared IP: one node per IP in a session's routing
-    // table and lookups (the lab turns both off so that sessions on one /24 form a DHT). Turned
-    // off here, the other sessions on the IP, which each session's blocker bans within a second,
-    // fill its routing table; libtorrent asks its router (the crawler) only when a lookup has
-    // fewer than three nodes to start from, so a torrent's lookups could time out at banned
-    // nodes for minutes without ever reaching the crawler.
-    c.swarm_args.insert(c.swarm_args.end(), {"--set", "dht_restrict_routing_ips=true", "--set",
-                                             "dht_restrict_search_ips=true"});
     c.encryption.reset(); // the crawler's defaults: prefer_encrypted, utp_first
     c.transports.reset();
     auto r = test::run_lt_case(c);

@@ -457,7 +457,13 @@ SEED_ALERTS = (lt.alert_category.error | lt.alert_category.status | lt.alert_cat
                | lt.alert_category.storage)
 
 
-def base_settings(ip, port, bootstrap):
+def base_settings(ip, port, bootstrap, shared_address=False):
+    """``shared_address``: every session on one address (--one-ip, --ipv6), as behind a real
+    shared IP. libtorrent then keeps its defaults of one node per IP in a routing table and a
+    lookup. Turned off there, the other sessions on the address, which each session's blocker
+    bans within a second, fill its routing table; libtorrent asks its router (the crawler) only
+    when a lookup has fewer than three nodes to start from, so a torrent's lookups could time
+    out at banned nodes for minutes without ever reaching the crawler (issue 32)."""
     return {
         # one explicit loopback address: a wildcard's loopback socket gets no DHT node
         "listen_interfaces": host_port(ip, port),
@@ -467,7 +473,7 @@ def base_settings(ip, port, bootstrap):
         # nothing that reaches beyond loopback
         "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False, "enable_ip_notifier": False,
         # loopback peers share 127/8 and sessions share a /24 with nothing, but be explicit
-        "dht_restrict_routing_ips": False, "dht_restrict_search_ips": False,
+        "dht_restrict_routing_ips": shared_address, "dht_restrict_search_ips": shared_address,
         # a crawler may open several connections from one IP
         "allow_multiple_connections_per_ip": True,
         # uTP on (libtorrent's default): announces then carry implied_port=1, as in the wild
@@ -730,7 +736,7 @@ def main(argv):
     # Sessions first, so their DHTs warm up while the torrents are generated.
     seeders = []
     for i in range(args.sessions):
-        settings = base_settings(session_ip(args, i), args.port, args.bootstrap)
+        settings = base_settings(session_ip(args, i), args.port, args.bootstrap, args.one_ip or args.ipv6)
         settings.update(ENCRYPTION_POLICIES[args.encryption])
         if session_policy(args, i):
             settings.update(SESSION_POLICIES[session_policy(args, i)])
