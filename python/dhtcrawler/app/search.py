@@ -26,19 +26,21 @@ as a substring, case-insensitively for Latin, Greek and Cyrillic letters (SQLite
 folds only ASCII, the trigram index folds the rest, so the check is done on what the
 index found). The index is SQLite FTS5 with the ``trigram`` tokenizer when the SQLite
 library has it (3.34+), recording which trigrams a torrent has (``detail=none``: small on
-disk); candidates are the torrents holding every trigram of every word, each then checked
-word by word on the stored text. A word shorter than 3 characters has no trigram: it is
-checked on the candidates of the other words, or, when every word is that short, on every
-torrent (a scan). Without trigram the index is ``unicode61`` (whole words; CJK text runs
+disk); candidates are the torrents holding the trigrams that cover every word (every other
+one and the last), each then checked word by word on the stored text (LIKE for an ASCII
+word, else GLOB with each letter's cases). A word shorter than 3 characters has no trigram:
+it is checked on the candidates of the other words, or, when every word is that short, on
+the newest torrents. Without trigram the index is ``unicode61`` (whole words; CJK text runs
 are one word).
 
 On PostgreSQL the words are matched with LIKE on the ``search`` table, each torrent's name
-and stored paths one per line, lower-cased by the database (case folding by its ctype),
-helped by a pg_trgm index on that text when the extension could be installed: the
-candidates hold every word already. When every word is shorter than 3 characters the
-candidates are the newest torrents, as on SQLite. Both databases bound a query's work alike,
-by the candidate window (search_page()'s ``window``), and report ``total`` exactly up to it
-and as an estimate above.
+and stored paths one per line, lower-cased, helped by a pg_trgm index on that text when the
+extension could be installed: the candidates hold every word of 3 characters or more
+already, and a shorter word is checked on them, as on SQLite. With btree_gin too (schema 8)
+the index is by id bucket as well, and a query looks its words up bucket by bucket, newest
+first, until its window is full (see PostgresDialect.candidates). Both databases bound a
+query's work alike, by the candidate window (search_page()'s ``window``), and report
+``total`` exactly up to it and as an estimate above.
 
 Relevance (the ``score`` of a row; FTS5's bm25 needs positions, which the index does not
 keep): the number of query words found in the name, plus the share of the name they
@@ -62,7 +64,7 @@ __all__ = ["search", "search_page", "Page", "torrent", "stats", "facets", "arriv
 SORTS = ("relevance", "size", "first_seen", "last_seen", "files", "name", "swarm")
 VERSIONS = ("v1", "v2", "hybrid")
 MAX_LIMIT = 1000
-DEFAULT_WINDOW = 10_000
+DEFAULT_WINDOW = 1_000
 
 _BASE_COLUMNS = ("t.id, t.info_hash, t.info_hash_v1, t.info_hash_v2, t.version, t.name, t.total_size, "
                  "t.num_files, t.piece_length, t.private, t.first_seen, t.last_seen, t.times_seen, t.peer, "
@@ -287,15 +289,15 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
         where: List[str] = []
         params: List[Any] = []
         if words:
-            candidates, params, exact = d.candidates(conn, words, window)
+            candidates, looked_up, unchecked = d.candidates(conn, words, window)
+            params = list(looked_up)
             # The window's size and its oldest id ride along with each candidate (for the estimate).
             source = (f"(SELECT id, count(*) OVER () AS n, min(id) OVER () AS lo FROM ({candidates}) c) s "
                       "JOIN torrents t ON t.id = s.id")
-            for w in ([] if exact else words):  # each word, exactly: in the name or in a stored path
-                in_name, arg = d.contains("t.name", w)
-                in_path, _ = d.contains("f.path", w)
-                where.append(f"({in_name} OR EXISTS (SELECT 1 FROM files f WHERE f.torrent = t.id AND {in_path}))")
-                params += [arg, arg]
+            for w in unchecked:  # each word, exactly: in the name or in a stored path
+                sql, args = d.holds(conn, w)
+                where.append(sql)
+                params += args
         else:
             source = "torrents t"
         if d.has_column(conn, "torrents", "hidden"):
@@ -353,11 +355,12 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
         width = 4 if words else 1
         if words and rows:
             found, n, lo = (int(v) for v in rows[0][-3:])
-        elif words and limit > 0 and offset == 0:
-            found, n, lo = 0, 0, 0  # the first page is empty: nothing matches
         elif words:
-            found, n, lo = (int(v or 0) for v in conn.one(
-                f"SELECT count(*), max(s.n), max(s.lo) FROM {source}{clause}", params))
+            # An empty page: the matches counted apart (none when it is the first page), the
+            # window from the candidates alone (a full one, none of which matched, is no
+            # proof that nothing does: the total is then an estimate).
+            found = 0 if limit > 0 and offset == 0 else int(conn.value(f"SELECT count(*) FROM {source}{clause}", params))
+            n, lo = (int(v or 0) for v in conn.one(f"SELECT count(*), min(id) FROM ({candidates}) c", looked_up))
         else:
             n, lo = (int(v or 0) for v in conn.one(
                 f"SELECT count(*), min(id) FROM (SELECT t.id FROM torrents t{clause} "

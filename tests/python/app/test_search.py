@@ -291,3 +291,52 @@ def test_postgresql_search_filters_and_sorts(pg_db):
     out = run_cli("search", "東京", "--store", db.uri, "--json")
     assert out.returncode == 0, out.stderr
     assert [json.loads(line)["name"] for line in out.stdout.splitlines()] == ["東京の夜景 写真集"]
+
+
+def test_non_ascii_words_with_glob_characters(tmp_path):
+    """A non-ASCII word is checked with GLOB, each letter as a class of its cases: GLOB's own
+    characters in it are literal, and Cyrillic and Greek fold both ways."""
+    path = str(tmp_path / "g.sqlite")
+    sink = SqliteSink(path)
+    for i, name in enumerate(["Звёзды [Live]*?^-Ω", "звёзды live", "ΟΔΟΣ ΣΤΑΘΜΟΣ", "Ящик"]):
+        sink.add(make(name, [(f"f{i}.bin", 10)], at=f"2026-11-0{i + 1}T00:00:00Z"))
+    sink.close()
+    assert names(S.search(path, "ЗВЁЗДЫ")) == ["звёзды live", "Звёзды [Live]*?^-Ω"]
+    assert names(S.search(path, "звёзды [live]*?^-ω")) == ["Звёзды [Live]*?^-Ω"]
+    assert names(S.search(path, "звёзды [")) == ["Звёзды [Live]*?^-Ω"]
+    assert names(S.search(path, "οδος")) == ["ΟΔΟΣ ΣΤΑΘΜΟΣ"]  # a final sigma matches Σ
+    assert names(S.search(path, "σταθμος")) == ["ΟΔΟΣ ΣΤΑΘΜΟΣ"]
+    assert names(S.search(path, "ящ*")) == []
+
+
+def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
+    """PostgreSQL looks a query's words up bucket by bucket, newest first (schema 8's
+    search_recent): with buckets of 4 ids, the window holds the newest matches of a word in
+    every torrent, in every fifth and in two, as an unbounded query finds them."""
+    from dhtcrawler.app.db.dialect import PostgresDialect
+    from dhtcrawler.sinks import PostgresSink
+
+    with pg_schema_uri("buckets") as uri:
+        sink = PostgresSink(uri)
+        try:
+            for i in range(60):
+                words = ["common"] + (["fifth"] if i % 5 == 0 else []) + (["rarest"] if i in (3, 41) else [])
+                sink.add(make(f"t{i:02d} " + " ".join(words), [(f"d{i}/x.bin", 10 + i)],
+                              at=f"2026-11-01T00:{i:02d}:00Z"))
+            assert S.stats(sink)["tokenizer"] == "pg_trgm"
+            monkeypatch.setattr(PostgresDialect, "SEARCH_BUCKET", 4)
+            monkeypatch.setattr(PostgresDialect, "BUCKETS_PER_STATEMENT", 3)
+            for query in ("common", "fifth", "rarest", "common fifth"):
+                full = S.search_page(sink, query, window=None, sort="first_seen", limit=1000)
+                for window in (1, 5, 7, 100):
+                    page = S.search_page(sink, query, window=window, sort="first_seen", limit=1000)
+                    assert page.rows == full.rows[:window], (query, window)
+                    assert page.total_is_estimate == (full.total >= window), (query, window)
+                    assert page.total_is_estimate or page.total == full.total
+            # A short word is checked on the other words' newest candidates: a full window
+            # none of which holds it is an estimate, not proof of no match.
+            page = S.search_page(sink, "fifth t4", window=1)
+            assert page.rows == [] and page.total_is_estimate
+            assert names(S.search(sink, "fifth t4", window=4)) == ["t45 common fifth", "t40 common fifth"]
+        finally:
+            sink.close()

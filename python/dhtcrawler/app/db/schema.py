@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .dialect import FTS_OPTIONS, Dialect, Index
+from .dialect import FTS_OPTIONS, Dialect, Index, PostgresDialect
 from .migrations import Migration
 
 COMPONENT = "torrents"
@@ -270,6 +270,20 @@ _PG_SEARCH_INDEXES = (
     *_SORT_INDEXES,
     "DROP INDEX CONCURRENTLY IF EXISTS torrents_name_trgm",
 )
+# Version 8: PostgreSQL's search by recency. The trigram index cannot hand its matches over
+# newest first, so a common word's query tested every match (search.py keeps the newest
+# `window`). This one indexes each row's id bucket beside its trigrams (btree_gin), and a
+# query looks its words up bucket by bucket, newest first (PostgresDialect.candidates).
+# It replaces search_trgm (a query without buckets uses it as well); without btree_gin it is
+# skipped and search_trgm stays.
+_PG_RECENT_SEARCH = (
+    "DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS btree_gin SCHEMA public; EXCEPTION WHEN OTHERS THEN "
+    "BEGIN CREATE EXTENSION IF NOT EXISTS btree_gin; EXCEPTION WHEN OTHERS THEN "
+    "RAISE NOTICE 'dhtcrawler: no btree_gin (%), search by trigrams alone', SQLERRM; END; END $$",
+    Index("search_recent", "search", f"(id / {PostgresDialect.SEARCH_BUCKET}), text {{extension}}.gin_trgm_ops",
+          using="gin", extension="pg_trgm", requires=("btree_gin",), replaces="search_trgm"),
+)
+
 # ---- the indexer (issue 34): release names parsed at ingest --------------------------------
 # One entry, PARSED_NAMES, appended last: after the scale issue's (33) versions when both
 # land (its number is its place in MIGRATIONS; nothing else names it).
@@ -309,6 +323,8 @@ MIGRATIONS: Sequence[Migration] = (
               sqlite=(Index("torrents_by_first_seen", "torrents", "first_seen"), *_SORT_INDEXES),
               postgresql=_PG_SEARCH_INDEXES, transactional=False),
     PARSED_NAMES,
+    Migration("PostgreSQL: search by recency, the trigram index bucketed by id (built online)", sqlite=(),
+              postgresql=_PG_RECENT_SEARCH, transactional=False),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
