@@ -340,3 +340,24 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
             assert names(S.search(sink, "fifth t4", window=4)) == ["t45 common fifth", "t40 common fifth"]
         finally:
             sink.close()
+
+
+def test_a_trigram_in_most_torrents_is_checked_not_looked_up(tmp_path):
+    """SQLite leaves a trigram that most of the newest torrents hold out of the index lookup
+    (intersecting its doclist costs more than it narrows); its word is still checked on
+    every candidate, so the answer is the same."""
+    from dhtcrawler.app.db.dialect import SQLITE
+
+    path = str(tmp_path / "c.sqlite")
+    sink = SqliteSink(path)
+    for i in range(SQLITE.TRIGRAM_PROBE + 50):
+        sink.add(make(f"the thing {i}", [(f"t{i}.bin", 10)]))
+    sink.add(make("the zebrafish", [("z.bin", 10)]))
+    sink.add(make("a zebrafish alone", [("a.bin", 10)]))
+    sink.close()
+    with sqlite3.connect(path) as conn:
+        lookup = SQLITE._rarer(wrap(conn), ["the", "zeb", "fis"])
+    assert lookup == ["zeb", "fis"]
+    assert names(S.search(path, "the zebrafish")) == ["the zebrafish"]
+    assert set(names(S.search(path, "zebrafish"))) == {"a zebrafish alone", "the zebrafish"}
+    assert S.search(path, "the thing")[0] == SQLITE.TRIGRAM_PROBE + 50

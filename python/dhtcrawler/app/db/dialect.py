@@ -266,18 +266,22 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def fts_match(words: List[str], trigram: bool) -> Optional[str]:
+def fts_match(words: List[str], trigram: bool, common: Any = None) -> Optional[str]:
     """The FTS5 MATCH expression that finds the candidates, or None (no word the index can
     look up). With trigram (detail=none: no positions) a word is the AND of trigrams that
     cover it, so candidates are a superset, checked afterwards; with unicode61 each word is a
-    phrase."""
+    phrase. ``common(terms)``, when given, returns the trigrams to look up among them (the
+    rest are only checked)."""
     terms: List[str] = []
     for w in words:
         if not trigram:
-            terms.append(_quote(w))
+            terms.append(w)
         elif len(w) >= 3:
-            terms.extend(_quote(t) for t in covering_trigrams(w))
-    return " AND ".join(dict.fromkeys(terms)) or None
+            terms.extend(covering_trigrams(w))
+    terms = list(dict.fromkeys(terms))
+    if trigram and common is not None and len(terms) > 1:
+        terms = common(terms)
+    return " AND ".join(_quote(t) for t in terms) or None
 
 
 def covering_trigrams(word: str) -> List[str]:
@@ -422,12 +426,32 @@ class SqliteDialect(Dialect):
     def has_column(self, conn: "Connection", table: str, column: str) -> bool:
         return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
 
+    #: A trigram this common among the newest torrents is not looked up in the index (its
+    #: word is still checked on each candidate): intersecting its doclist costs more than it
+    #: narrows ("the" is in half the torrents: beside a rare word it took 25 of 33 ms at 3 M).
+    COMMON_TRIGRAM_SHARE = 0.25
+    #: The matches of a trigram counted, newest first, to tell its share.
+    TRIGRAM_PROBE = 200
+
     def candidates(self, conn: "Connection", words: List[str],
                    window: Optional[int]) -> Tuple[str, List[Any], List[str]]:
-        match = fts_match(words, self.tokenizer(conn) == "trigram")
+        match = fts_match(words, self.tokenizer(conn) == "trigram", lambda terms: self._rarer(conn, terms))
         if match is not None:  # trigram: a superset (no positions); unicode61: whole words
             return f"SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{_cap(window)}", [match], words
         return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], words  # only short words
+
+    def _rarer(self, conn: "Connection", terms: List[str]) -> List[str]:
+        """``terms`` less the common ones (COMMON_TRIGRAM_SHARE), the rarest kept when every
+        one is: each one's share is TRIGRAM_PROBE over the ids its newest TRIGRAM_PROBE
+        matches span."""
+        top = int(conn.value("SELECT max(id) FROM torrents") or 0)
+        share: Dict[str, float] = {}
+        for term in terms:
+            nth = conn.value("SELECT rowid FROM search WHERE search MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                             (_quote(term), self.TRIGRAM_PROBE - 1))
+            share[term] = 0.0 if nth is None else self.TRIGRAM_PROBE / max(1, top - int(nth) + 1)
+        kept = [t for t in terms if share[t] < self.COMMON_TRIGRAM_SHARE]
+        return kept or [min(terms, key=share.__getitem__)]
 
     def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
         # The write lock is held (BEGIN IMMEDIATE): nobody else takes ids meanwhile.
@@ -597,10 +621,9 @@ class PostgresDialect(Dialect):
 
     #: Buckets a statement of _newest_matches() looks in, at most.
     BUCKETS_PER_STATEMENT = 64
-    #: Below this many windows of matches in the whole table (as dense as the newest
-    #: bucket), _newest_matches() tests them all at once: at 1 M torrents a bucket's
-    #: statement costs about what testing 300 matches does.
-    FEW_WINDOWS = 5
+    #: What looking in one more bucket costs, in matches tested (at 1 M and 3 M torrents: a
+    #: bucket's branch about 0.4 ms, a match tested for three words about 10 µs).
+    BUCKET_COST = 200
 
     def _newest_matches(self, conn: "Connection", tests: str, args: List[Any], window: int) -> List[int]:
         """The ids of the newest ``window`` search rows passing ``tests``, newest first.
@@ -609,25 +632,26 @@ class PostgresDialect(Dialect):
         are kept: cheap for a rare word, not for a common one (a word in 1.5% of 1 M
         torrents: 15,000 rows, 55 ms). Reading the table newest first tests every row on the
         way (200,000 rows for a word in 0.5%, 250 ms). The recency index looks the words up
-        within one bucket of ids at a time: the newest bucket first; how many of its rows
-        match tells how many the whole table holds, and so which way finds the rest for
-        less: the trigrams alone (few matches in all), or bucket after bucket, newest first,
-        as many as that density needs."""
+        within one bucket of ids at a time, newest first. How many matches the buckets seen
+        so far hold tells how many the whole table does, and so which way finds the rest for
+        less: the trigrams alone, every match tested once (few matches in all), or the next
+        buckets, as many as that density needs."""
         top = conn.value("SELECT max(id) FROM search")
         if top is None:
             return []
-        bucket = int(top) // self.SEARCH_BUCKET
+        top = int(top)
+        bucket = top // self.SEARCH_BUCKET
         hits = self._in_buckets(conn, tests, args, [bucket], window)
-        if len(hits) >= window or bucket == 0:
-            return hits
-        per_bucket = len(hits) / (int(top) - bucket * self.SEARCH_BUCKET + 1) * self.SEARCH_BUCKET
-        if per_bucket * bucket < self.FEW_WINDOWS * window:  # few in all: each tested once, the newest kept
-            return [int(r[0]) for r in conn.execute(
-                # `id + 0`: not the primary key read backwards, which tests every row on the way
-                f"SELECT id FROM search WHERE {tests} ORDER BY id + 0 DESC LIMIT ?", (*args, window))]
         bucket -= 1
         while bucket >= 0 and len(hits) < window:
-            count = min(self.BUCKETS_PER_STATEMENT, max(1, math.ceil((window - len(hits)) / max(per_bucket, 1.0))))
+            seen = top - (bucket + 1) * self.SEARCH_BUCKET + 1  # the ids of the buckets looked in
+            per_bucket = len(hits) / seen * self.SEARCH_BUCKET
+            buckets_left = (window - len(hits)) / per_bucket if hits else math.inf
+            if len(hits) / seen * top < self.BUCKET_COST * buckets_left + window:  # few in all
+                return [int(r[0]) for r in conn.execute(
+                    # `id + 0`: not the primary key read backwards, which tests every row on the way
+                    f"SELECT id FROM search WHERE {tests} ORDER BY id + 0 DESC LIMIT ?", (*args, window))]
+            count = min(self.BUCKETS_PER_STATEMENT, math.ceil(buckets_left))
             hits += self._in_buckets(conn, tests, args, range(bucket, max(-1, bucket - count), -1), window - len(hits))
             bucket -= count
         return hits
