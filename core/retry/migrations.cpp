@@ -15,9 +15,15 @@ std::int64_t apply_migrations(const migration_dialect& d, std::string_view compo
     if (!plain) throw store_error("schema migrations: bad component name " + std::string(component));
     const std::string name(component);
     const auto target = static_cast<std::int64_t>(migrations.size());
+    if (d.acquire) d.acquire();
+    struct releases { // after the transaction ends, also when it failed
+        const migration_dialect& d;
+        ~releases() {
+            if (d.release) d.release();
+        }
+    } held{d};
     d.exec(d.begin);
     try {
-        if (!d.lock.empty()) d.exec(d.lock);
         d.exec("CREATE TABLE IF NOT EXISTS schema_migrations (component TEXT PRIMARY KEY, version INTEGER NOT NULL)");
         const std::int64_t found =
             d.query_int("SELECT version FROM schema_migrations WHERE component = '" + name + "'").value_or(0);

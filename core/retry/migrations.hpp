@@ -18,9 +18,13 @@ struct migration_dialect {
     /// Opens the transaction the migration runs in: "BEGIN IMMEDIATE" for SQLite (takes the
     /// write lock at once), "BEGIN" for PostgreSQL.
     std::string begin;
-    /// Run first inside the transaction, when not empty: PostgreSQL's advisory lock, so
-    /// crawlers starting together migrate once.
-    std::string lock;
+    /// When set, called before the transaction opens and after it ends: PostgreSQL's
+    /// schema lock, so crawlers starting together migrate once. Taken outside the
+    /// transaction because a holder may be building an index online (CREATE INDEX
+    /// CONCURRENTLY waits for every open transaction, a waiter's too). `release` must not
+    /// throw.
+    std::function<void()> acquire;
+    std::function<void()> release;
     /// Names the database in the refusal of a newer schema ("SQLite database x.db").
     std::string database;
     /// Runs one or more statements; throws store_error.

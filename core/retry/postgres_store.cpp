@@ -2,8 +2,12 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
+#include <thread>
 
 #include "retry/migrations.hpp"
 
@@ -335,17 +339,32 @@ private:
     void migrate(const std::string& conninfo) {
         migration_dialect d;
         d.begin = "BEGIN";
-        d.lock = "SELECT pg_advisory_xact_lock(7305042)"; // the schema lock every component takes
+        // The schema lock every component takes (the Python sinks too: dialect.PG_SCHEMA_LOCK),
+        // a session lock waited for by polling, so no transaction of ours stays open while
+        // its holder builds an index online.
+        d.acquire = [this] {
+            auto pause = std::chrono::milliseconds(10);
+            while (run_int("SELECT pg_try_advisory_lock(7305042)::int") != 1) {
+                std::this_thread::sleep_for(pause);
+                pause = std::min(pause * 2, std::chrono::milliseconds(500));
+            }
+        };
+        d.release = [this]() noexcept {
+            result r(PQexec(conn_, "SELECT pg_advisory_unlock(7305042)")); // a lost connection let it go already
+        };
         d.database = describe(conninfo);
         d.exec = [this](const std::string& sql) { exec(sql.c_str()); };
-        d.query_int = [this](const std::string& sql) -> std::optional<std::int64_t> {
-            result r(PQexec(conn_, sql.c_str()));
-            if (PQresultStatus(r.r) != PGRES_TUPLES_OK) throw store_error("postgresql: " + one_line(PQerrorMessage(conn_)));
-            if (PQntuples(r.r) == 0) return std::nullopt;
-            return to_int(r.r, 0, 0);
-        };
+        d.query_int = [this](const std::string& sql) { return run_int(sql); };
         d.rollback = [this] { rollback(); };
         apply_migrations(d, "retry", migrations);
+    }
+
+    // The first column of the first row of a query, or nothing when it returns no row.
+    std::optional<std::int64_t> run_int(const std::string& sql) {
+        result r(PQexec(conn_, sql.c_str()));
+        if (PQresultStatus(r.r) != PGRES_TUPLES_OK) throw store_error("postgresql: " + one_line(PQerrorMessage(conn_)));
+        if (PQntuples(r.r) == 0) return std::nullopt;
+        return to_int(r.r, 0, 0);
     }
 
     void prepare() {

@@ -23,27 +23,31 @@ std::optional<std::string> pg_base_or_skip() {
     return base;
 }
 
-std::string pg_query(const std::string& conninfo, const std::string& sql) {
-    PGconn* c = PQconnectdb(conninfo.c_str());
-    if (PQstatus(c) != CONNECTION_OK) {
-        std::string why = PQerrorMessage(c);
-        PQfinish(c);
+pg_session::pg_session(const std::string& conninfo) : conn_(PQconnectdb(conninfo.c_str())) {
+    if (PQstatus(conn_) != CONNECTION_OK) {
+        std::string why = PQerrorMessage(conn_);
+        PQfinish(conn_);
         throw std::runtime_error("test pg connect: " + why);
     }
-    PGresult* r = PQexec(c, sql.c_str());
+}
+
+pg_session::~pg_session() { PQfinish(conn_); }
+
+std::string pg_session::query(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
     const auto st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        std::string why = PQerrorMessage(c);
+        std::string why = PQerrorMessage(conn_);
         PQclear(r);
-        PQfinish(c);
         throw std::runtime_error("test pg: " + why);
     }
     std::string out;
     if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) out = PQgetvalue(r, 0, 0);
     PQclear(r);
-    PQfinish(c);
     return out;
 }
+
+std::string pg_query(const std::string& conninfo, const std::string& sql) { return pg_session(conninfo).query(sql); }
 
 std::string pg_fresh_schema(const std::string& base, const std::string& schema) {
     pg_query(base, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " +

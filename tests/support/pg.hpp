@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+struct pg_conn;
+
 namespace dhtc::test {
 
 /// DHTC_TEST_PG, or nothing.
@@ -19,5 +21,20 @@ std::optional<std::string> pg_base_or_skip();
 std::string pg_fresh_schema(const std::string& base, const std::string& schema);
 /// Runs one SQL statement and returns the first column of the first row ("" if none).
 std::string pg_query(const std::string& conninfo, const std::string& sql);
+
+/// One connection kept open across statements (a session lock lives as long as it does).
+class pg_session {
+public:
+    /// Throws on failure to connect.
+    explicit pg_session(const std::string& conninfo);
+    ~pg_session();
+    pg_session(const pg_session&) = delete;
+    pg_session& operator=(const pg_session&) = delete;
+    /// As pg_query, on this connection. Throws on failure.
+    std::string query(const std::string& sql);
+
+private:
+    pg_conn* conn_;
+};
 
 } // namespace dhtc::test

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -587,6 +588,51 @@ TEST_CASE("schema v3: a v2 database migrates its packed failures (PostgreSQL)") 
           std::to_string(v2_recent));
     store s(open_postgres(conninfo), no_jitter(), "a", 60, 1);
     check_migrated_v2_rows(s);
+    CHECK(test::pg_query(conninfo, "SELECT version FROM schema_migrations WHERE component = 'retry'") ==
+          std::to_string(postgres_schema_version));
+}
+
+// Another crawler's torrent sink holds the schema lock and builds an index online, as its
+// migrations do (CREATE INDEX CONCURRENTLY waits for every open transaction). The retry
+// store opening meanwhile must wait outside any transaction: waiting inside one was a
+// deadlock PostgreSQL broke by failing one side (seen in CI as a fleet crawler refusing to
+// start).
+TEST_CASE("postgresql: opening waits for the schema lock outside a transaction while its holder builds online") {
+    const auto base = test::pg_base_or_skip();
+    if (!base) return;
+    const auto conninfo = test::pg_fresh_schema(*base, "retry_schema_lock_" + std::to_string(getpid()));
+    test::pg_session holder(conninfo);
+    holder.query("CREATE TABLE sink_rows (x INTEGER)");
+    holder.query("SELECT pg_advisory_lock(7305042)");
+
+    const std::string opener_name = "retry_schema_lock_" + std::to_string(getpid());
+    std::string opened;
+    std::thread opener([&] {
+        try {
+            open_postgres(conninfo + "&application_name=" + opener_name);
+            opened = "ok";
+        } catch (const std::exception& e) {
+            opened = e.what();
+        }
+    });
+    // Until the opener has asked for the lock (its last statement names it), bounded.
+    bool asked = false;
+    for (int i = 0; i < 400 && !asked; ++i) {
+        asked = holder.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + opener_name +
+                             "' AND query LIKE '%advisory%7305042%'") != "0";
+        if (!asked) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::string built = "ok";
+    try {
+        holder.query("CREATE INDEX CONCURRENTLY sink_rows_x ON sink_rows (x)");
+    } catch (const std::exception& e) {
+        built = e.what();
+    }
+    holder.query("SELECT pg_advisory_unlock(7305042)");
+    opener.join();
+    CHECK(asked);
+    CHECK(built == "ok");
+    CHECK(opened == "ok");
     CHECK(test::pg_query(conninfo, "SELECT version FROM schema_migrations WHERE component = 'retry'") ==
           std::to_string(postgres_schema_version));
 }

@@ -540,10 +540,11 @@ class PostgresDialect(Dialect):
     @contextmanager
     def schema_lock(self, conn: "Connection") -> Iterator[None]:
         # A session lock, held across the transactions and the steps outside them; the
-        # retry store's runner takes the same key inside its transaction. Waited for by
-        # polling, outside any statement: CREATE INDEX CONCURRENTLY (a step the holder may be
-        # running) waits for every open transaction, and a waiter inside pg_advisory_lock()
-        # is one, so a blocking wait would deadlock with the holder's online build.
+        # retry store takes the same key the same way (core/retry/postgres_store.cpp).
+        # Waited for by polling, outside any statement: CREATE INDEX CONCURRENTLY (a step the
+        # holder may be running) waits for every open transaction, and a waiter inside
+        # pg_advisory_lock() is one, so a blocking wait would deadlock with the holder's
+        # online build.
         pause = 0.01
         while not conn.value("SELECT pg_try_advisory_lock(?)", (PG_SCHEMA_LOCK,)):
             time.sleep(pause)
