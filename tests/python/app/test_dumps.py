@@ -221,6 +221,42 @@ def test_batched_import_merges_across_batches_and_keeps_lines_before_a_bad_one(t
     assert S.stats(fresh)["torrents"] == 3
 
 
+def test_reading_ahead_hands_over_every_item_then_the_error_and_stops_with_its_consumer():
+    """The import's reader thread: its items in order, a reader's error after the items
+    before it, and a consumer that stops early (an error while writing, Ctrl-C) stops it
+    and closes what it read."""
+    import threading
+
+    from dhtcrawler.app.dumps import _read_ahead
+
+    def failing():
+        yield from range(5)
+        raise ValueError("line 6 is not JSON")
+
+    got = []
+    with pytest.raises(ValueError, match="line 6"):
+        for item in _read_ahead(failing(), 2):
+            got.append(item)
+    assert got == list(range(5))
+
+    closed = []
+
+    def endless():
+        try:
+            n = 0
+            while True:
+                yield n
+                n += 1
+        finally:
+            closed.append(True)
+
+    ahead = _read_ahead(endless(), 2)
+    assert [next(ahead) for _ in range(3)] == [0, 1, 2]
+    ahead.close()  # what a for loop left by an exception does
+    assert closed == [True]
+    assert not any(t.name == "dhtcrawler-import-reader" for t in threading.enumerate())
+
+
 @contextlib.contextmanager
 def _file(path):
     yield str(path)
