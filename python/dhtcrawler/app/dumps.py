@@ -24,11 +24,9 @@ import gc
 import io
 import json
 import os
-import queue
 import sqlite3
-import threading
 from contextlib import contextmanager
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar, Union
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from .classify import COLUMNS as PARSED_COLUMNS
 from .db import Connection, Database, using
@@ -38,8 +36,6 @@ from .sinks import DatabaseSink, keys_of
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 RETRY_DONE = 2  # core/retry/store.hpp hash_state::done
-
-T = TypeVar("T")
 
 
 class DumpError(RuntimeError):
@@ -308,67 +304,6 @@ def _chunks(records: Iterator[Dict[str, Any]], size: int) -> Iterator[List[Dict[
         yield chunk
 
 
-# Batches read and parsed ahead of the one being written (each about 10 MB of records).
-READ_AHEAD = 2
-
-
-def _batches(paths: List[str]) -> Iterator[Tuple[List[Dict[str, Any]], List[List[bytes]]]]:
-    """Every input's records in batches of IMPORT_BATCH, each with its records' keys."""
-    for path in paths:
-        for chunk in _chunks(read_any(path), IMPORT_BATCH):
-            yield chunk, [keys_of(rec) for rec in chunk]
-
-
-_END = object()
-
-
-def _read_ahead(items: Iterator[T], depth: int) -> Iterator[T]:
-    """The items of ``items``, produced by a thread up to ``depth`` items ahead, and its
-    error, if any, after the items before it. The import's reading and parsing (Python, but
-    a third of its time) then runs while the database writes the batch before: SQLite
-    releases the GIL inside each statement and PostgreSQL works in its own process. When
-    the consumer stops early (an error, Ctrl-C), the thread stops at its next item."""
-    ready: "queue.Queue[Tuple[Any, Any]]" = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def hand_over(kind: Any, value: Any) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put((kind, value), timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not hand_over(None, item):
-                    return
-        except BaseException as e:  # handed over: raised in the consumer, after the items before it
-            hand_over(e, None)
-            return
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()  # the generators' files and connections, in the thread that used them
-        hand_over(_END, None)
-
-    reader = threading.Thread(target=produce, name="dhtcrawler-import-reader", daemon=True)
-    reader.start()
-    try:
-        while True:
-            kind, value = ready.get()
-            if kind is _END:
-                break
-            if kind is not None:
-                raise kind
-            yield value
-    finally:
-        stop.set()
-        reader.join()
-
-
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None,
                  parse_progress: Optional[Callable[[int, int], None]] = None, rules: Any = None,
@@ -400,17 +335,19 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     try:
         now = int(time.time())
         with conn.dialect.bulk(conn), _few_collections():
-            for chunk, keys in _read_ahead(_batches(paths), READ_AHEAD):
-                with sink.batch():
-                    new, dropped = sink.merge_many(chunk, keys)
-                    counts["new"] += new
-                    counts["dropped"] += len(dropped)
-                    counts["merged"] += len(chunk) - new - len(dropped)
-                    if not refetch:
-                        mark_delivered(conn, [k for ks in keys for k in ks], now)
-                counts["read"] += len(chunk)
-                if progress is not None:
-                    progress(counts["read"])
+            for path in paths:
+                for chunk in _chunks(read_any(path), IMPORT_BATCH):
+                    keys = [keys_of(rec) for rec in chunk]
+                    with sink.batch():
+                        new, dropped = sink.merge_many(chunk, keys)
+                        counts["new"] += new
+                        counts["dropped"] += len(dropped)
+                        counts["merged"] += len(chunk) - new - len(dropped)
+                        if not refetch:
+                            mark_delivered(conn, [k for ks in keys for k in ks], now)
+                    counts["read"] += len(chunk)
+                    if progress is not None:
+                        progress(counts["read"])
         if parse:
             counts["parsed"] = backfill(sink, progress=parse_progress)
         with sink.lock:

@@ -221,40 +221,17 @@ def test_batched_import_merges_across_batches_and_keeps_lines_before_a_bad_one(t
     assert S.stats(fresh)["torrents"] == 3
 
 
-def test_reading_ahead_hands_over_every_item_then_the_error_and_stops_with_its_consumer():
-    """The import's reader thread: its items in order, a reader's error after the items
-    before it, and a consumer that stops early (an error while writing, Ctrl-C) stops it
-    and closes what it read."""
-    import threading
+def test_batches_left_early_close_without_handing_out_another():
+    """An import that stops while writing a batch (an error, Ctrl-C) closes its batches:
+    the generator ends there, where handing out the partial batch was a RuntimeError
+    ("generator ignored GeneratorExit")."""
+    from dhtcrawler.app.dumps import _chunks
 
-    from dhtcrawler.app.dumps import _read_ahead
-
-    def failing():
-        yield from range(5)
-        raise ValueError("line 6 is not JSON")
-
-    got = []
-    with pytest.raises(ValueError, match="line 6"):
-        for item in _read_ahead(failing(), 2):
-            got.append(item)
-    assert got == list(range(5))
-
-    closed = []
-
-    def endless():
-        try:
-            n = 0
-            while True:
-                yield n
-                n += 1
-        finally:
-            closed.append(True)
-
-    ahead = _read_ahead(endless(), 2)
-    assert [next(ahead) for _ in range(3)] == [0, 1, 2]
-    ahead.close()  # what a for loop left by an exception does
-    assert closed == [True]
-    assert not any(t.name == "dhtcrawler-import-reader" for t in threading.enumerate())
+    batches = _chunks(iter([{"n": n} for n in range(5)]), 2)
+    assert next(batches) == [{"n": 0}, {"n": 1}]
+    batches.close()
+    with pytest.raises(StopIteration):
+        next(batches)
 
 
 @contextlib.contextmanager
