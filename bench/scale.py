@@ -7,10 +7,12 @@ Never run by the tests.
 
 The generator writes a dump (JSON lines, the import format) of ``--torrents`` torrents into
 ``--data`` (default build/bench-scale), kept between runs, as is each backend's database
-(SQLite: DIR/scale-N.sqlite; PostgreSQL: the ``--store`` database, filled only when it holds
-none: give it a fresh schema, ``?options=-csearch_path%3DNAME``). A torrent has a
-release-style name and about 8 files (1..16), drawn from English words at their real frequencies (a rank-frequency table of common words, Zipf's law
-beyond it), with one torrent in eight named in Japanese or Chinese and one in eight in
+(SQLite: DIR/scale-gG-N.sqlite, G the generator's version; PostgreSQL: the ``--store``
+database, filled only when it holds none: give it a fresh schema,
+``?options=-csearch_path%3DNAME``). A torrent has a release-style name and about 8 files
+(1..16; their paths below the torrent's folder, a third of them with a subfolder), drawn
+from English words at their real frequencies (a rank-frequency table of common words, Zipf's
+law beyond it), with one torrent in eight named in Japanese or Chinese and one in eight in
 Russian.
 
 Each line carries the indexer's parsed fields (as an export writes them; drawn to pass the
@@ -54,6 +56,9 @@ CJK = ("東京 大阪 京都 夜景 写真集 音楽 映画 アニメ 第一話 
        "北京 上海 动画 游戏 小说 漫画 ドラマ 劇場版 主題歌 ベスト").split()
 CYRILLIC = ("фильм музыка сборник лучшее москва россия война мир история книга аудиокнига сериал сезон "
             "концерт альбом коллекция классика русский полная версия документальный природа").split()
+FOLDERS = ["Subs", "Sample", "Extras", "CD2", "Season 1", "Artwork", "Bonus", "Covers", "Scans", "Featurettes"]
+# Bumped when the generator's output changes: its dumps and databases are named by it.
+GENERATOR = 2
 QUALITY = ["1080p", "720p", "2160p", "WEB-DL", "BluRay", "x264", "x265", "HEVC", "FLAC", "MP3 320", "ISO", "PDF",
            "EPUB", ""]
 EXT = {"video": ["mkv", "mp4", "avi"], "audio": ["flac", "mp3"], "other": ["txt", "nfo", "jpg", "pdf", "epub"]}
@@ -104,11 +109,19 @@ class Generator:
             name += joiner + str(year) + joiner + quality
         kind = rng.choice(list(EXT))
         n = max(1, min(16, int(rng.expovariate(1 / 8))))
+        # A path is below the torrent's folder, whose name is not part of it (as the crawler
+        # stores it: docs/torrent-json.md); a third of multi-file torrents put some files in
+        # a subfolder, and half of them name their main file as the release. (Before
+        # generator 2, every path began with the name: twice the text.)
+        folder = rng.choice(FOLDERS) if n > 1 and rng.random() < 0.3 else None
         files = []
         for j in range(n):
-            stem = " ".join(self.words(rng.randint(1, 3))) if rng.random() < 0.6 else f"{words[0]} {j + 1:02d}"
+            if j == 0 and rng.random() < 0.5:  # the main file named as the release
+                stem = name
+            else:
+                stem = " ".join(self.words(rng.randint(1, 3))) if rng.random() < 0.6 else f"{words[0]} {j + 1:02d}"
             ext = rng.choice(EXT[kind] if j == 0 or rng.random() < 0.7 else EXT["other"])
-            path = f"{name}/{stem}.{ext}" if n > 1 else f"{stem}.{ext}"
+            path = f"{folder}/{stem}.{ext}" if folder and j > 0 and rng.random() < 0.5 else f"{stem}.{ext}"
             files.append({"path": path, "size": rng.randint(1_000, 4_000_000_000 if j == 0 else 50_000_000)})
         key = rng.randbytes(20).hex()
         seen = 1_600_000_000 + i * 20  # one torrent every 20 s, oldest first
@@ -150,7 +163,7 @@ def _rfc(seconds: int) -> str:
 
 
 def dump_for(data: str, n: int, seed: int, parsed: bool = True) -> str:
-    path = os.path.join(data, f"dump-{n}-{seed}{'-parsed' if parsed else ''}.jsonl")
+    path = os.path.join(data, f"dump-g{GENERATOR}-{n}-{seed}{'-parsed' if parsed else ''}.jsonl")
     if os.path.exists(path):
         return path
     gen = Generator(seed, with_parsed=parsed)
@@ -277,7 +290,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build",
                                                    "bench-scale"))
-    ap.add_argument("--sqlite", action="store_true", help="bench SQLite (DATA/scale-N.sqlite)")
+    ap.add_argument("--sqlite", action="store_true", help="bench SQLite (DATA/scale-gG-N.sqlite)")
     ap.add_argument("--store", help="bench this PostgreSQL database (filled when it holds fewer torrents)")
     ap.add_argument("--queries", type=int, default=60, help="queries of each kind")
     ap.add_argument("--more", type=int, default=100_000,
@@ -290,7 +303,7 @@ def main() -> int:
     print(json.dumps({"dump": dump, "bytes": os.path.getsize(dump), "secs": round(time.monotonic() - t0, 1)}),
           file=sys.stderr)
     queries = Generator(args.seed + 1).queries(args.queries)
-    targets = ([os.path.join(args.data, f"scale-{args.torrents}.sqlite")] if args.sqlite else []) + \
+    targets = ([os.path.join(args.data, f"scale-g{GENERATOR}-{args.torrents}.sqlite")] if args.sqlite else []) + \
         ([args.store] if args.store else [])
     for target in targets:
         print(json.dumps(bench(target, dump, args.torrents, queries, args.data, args.seed, args.more,

@@ -51,9 +51,8 @@ class _SqliteDriver:
 
     def insert_values(self, head: str, row: str, rows: Iterable[Sequence[Any]], tail: str = "") -> None:
         """``head VALUES row, row, ... tail`` for many rows, up to ROWS_PER_STATEMENT a
-        statement: SQLite then writes hundreds of rows in one call, with the GIL released
-        throughout, where executemany makes a call, and takes the GIL back, for every row
-        (an import parses its next batch in another thread meanwhile)."""
+        statement: SQLite then writes hundreds of rows in one call, where executemany makes
+        a call (and a reset of the statement) for every row."""
         rows = rows if isinstance(rows, list) else list(rows)
         per = max(1, min(self.ROWS_PER_STATEMENT, self.MAX_PARAMETERS // max(1, row.count("?"))))
         for i in range(0, len(rows), per):
