@@ -115,28 +115,6 @@ def test_a_batch_of_writes_is_one_transaction(tmp_path, backend):
             sink.close()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_many_rows_a_statement_span_statements_and_keep_their_conflict_rule(tmp_path, backend, monkeypatch):
-    """insert_values() writes SQLite's rows ROWS_PER_STATEMENT to a statement (a row per
-    statement elsewhere): every row lands across the statements' boundaries, and the tail's
-    ON CONFLICT rule holds between rows of one statement and of two."""
-    from dhtcrawler.app.db import _SqliteDriver
-
-    monkeypatch.setattr(_SqliteDriver, "ROWS_PER_STATEMENT", 3)
-    with database(backend, tmp_path) as db:
-        conn = db.connect()
-        try:
-            conn.execute("CREATE TABLE many_rows(k INTEGER PRIMARY KEY, v TEXT)")
-            rows = [(k, f"first {k}") for k in range(7)] + [(1, "again"), (6, "again")]
-            conn.insert_values("INSERT INTO many_rows(k, v)", "(?, ?)", rows, " ON CONFLICT (k) DO NOTHING")
-            conn.copy("many_rows", ("k", "v"), [(k, "copied") for k in range(7, 12)])
-            assert conn.execute("SELECT k, v FROM many_rows ORDER BY k") == \
-                [(k, f"first {k}") for k in range(7)] + [(k, "copied") for k in range(7, 12)]
-        finally:
-            conn.execute("DROP TABLE IF EXISTS many_rows")
-            conn.close()
-
-
 def index_state(db: Database, name: str) -> str:
     """"valid", "invalid" (an interrupted online build) or "missing"."""
     conn = db.connect()

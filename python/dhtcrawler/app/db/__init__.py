@@ -44,26 +44,6 @@ class _SqliteDriver:
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
-    # Rows a multi-row INSERT holds: within SQLite's limit on a statement's parameters
-    # (32,766 since 3.32, 999 before), and past the size where more rows save nothing.
-    MAX_PARAMETERS = 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
-    ROWS_PER_STATEMENT = 500
-
-    def insert_values(self, head: str, row: str, rows: Iterable[Sequence[Any]], tail: str = "") -> None:
-        """``head VALUES row, row, ... tail`` for many rows, up to ROWS_PER_STATEMENT a
-        statement: SQLite then writes hundreds of rows in one call, where executemany makes
-        a call (and a reset of the statement) for every row."""
-        rows = rows if isinstance(rows, list) else list(rows)
-        per = max(1, min(self.ROWS_PER_STATEMENT, self.MAX_PARAMETERS // max(1, row.count("?"))))
-        for i in range(0, len(rows), per):
-            part = rows[i:i + per]
-            self.conn.execute(f"{head} VALUES {', '.join([row] * len(part))}{tail}",
-                              [value for values in part for value in values])
-
-    def copy(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        self.insert_values(f"INSERT INTO {table}({', '.join(columns)})", "(" + ", ".join("?" * len(columns)) + ")",
-                           rows)
-
     def insert(self, sql: str, params: Sequence[Any]) -> int:
         return int(self.conn.execute(sql, tuple(params)).lastrowid)  # RETURNING needs SQLite 3.35
 
@@ -102,17 +82,13 @@ class Connection:
         self._driver.executemany(sql, rows)
 
     def copy(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        """Inserts many rows into ``table``: COPY on PostgreSQL, multi-row INSERTs on SQLite."""
-        self._driver.copy(table, columns, rows)
-
-    def insert_values(self, head: str, row: str, rows: Iterable[Sequence[Any]], tail: str = "") -> None:
-        """Runs ``head VALUES row tail`` for each of ``rows`` (``row``: the placeholders of
-        one, such as ``(?, ?, 0)``), many rows a statement where the driver can."""
-        many = getattr(self._driver, "insert_values", None)
-        if many is not None:
-            many(head, row, rows, tail)
+        """Inserts many rows into ``table``: COPY on PostgreSQL, executemany on SQLite."""
+        copy = getattr(self._driver, "copy", None)
+        if copy is not None:
+            copy(table, columns, rows)
         else:
-            self.executemany(f"{head} VALUES {row}{tail}", rows)
+            self.executemany(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                             rows)
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
         """Runs an INSERT into a table keyed by ``id`` and returns the new row's id."""

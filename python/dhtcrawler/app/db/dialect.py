@@ -131,8 +131,8 @@ class Dialect:
         yield
 
     # ---- many rows at once (import: sinks.DatabaseSink.merge_many) ------------------------------
-    # Here many rows a statement (SQLite runs them in-process); PostgreSQL sends the rows as
-    # arrays, one statement for the lot.
+    # Here one statement run for each row (SQLite runs them in-process); PostgreSQL sends
+    # the rows as arrays, one statement for the lot.
 
     def torrents_of(self, conn: "Connection", keys: List[bytes]) -> Dict[bytes, int]:
         """The torrent id of each of ``keys`` the hashes table holds."""
@@ -142,7 +142,7 @@ class Dialect:
 
     def add_hashes(self, conn: "Connection", rows: List[Tuple[bytes, int]]) -> None:
         """(key, torrent id) rows, a key held already kept as it is."""
-        conn.insert_values("INSERT INTO hashes(hash, torrent)", "(?, ?)", rows, " ON CONFLICT (hash) DO NOTHING")
+        conn.executemany("INSERT INTO hashes(hash, torrent) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING", rows)
 
     def merge_sightings(self, conn: "Connection", rows: List[Tuple[Any, ...]]) -> None:
         """Merges sightings into held torrents, in order: (id, first_seen, last_seen, peer,
@@ -172,12 +172,13 @@ class Dialect:
     def mark_delivered(self, conn: "Connection", keys: List[bytes], state: int, now: int) -> None:
         """Marks 20-byte keys ``state`` in the retry store's table (a key being fetched,
         leased, is left to its crawler)."""
-        conn.insert_values(
+        conn.executemany(
             "INSERT INTO retry_hashes(info_hash, state, next_retry_at, first_seen, last_seen, observations, "
-            "attempts, priority, failure_counts, recent_failures, lease_owner, peers)",
-            f"(?, {int(state)}, 0, {int(now)}, {int(now)}, 0, 0, 0, 0, 0, NULL, NULL)", [(k,) for k in keys],
-            " ON CONFLICT (info_hash) DO UPDATE SET state = excluded.state "
-            "WHERE retry_hashes.state != 1 AND retry_hashes.state != excluded.state")
+            "attempts, priority, failure_counts, recent_failures, lease_owner, peers) "
+            "VALUES (?, ?, 0, ?, ?, 0, 0, 0, 0, 0, NULL, NULL) "
+            "ON CONFLICT (info_hash) DO UPDATE SET state = excluded.state "
+            "WHERE retry_hashes.state != 1 AND retry_hashes.state != excluded.state",
+            [(k, state, now, now) for k in keys])
 
     def build_index(self, conn: "Connection", index: Index) -> None:
         unique = "UNIQUE " if index.unique else ""
@@ -458,7 +459,7 @@ class SqliteDialect(Dialect):
         return list(range(top + 1, top + 1 + n))
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
-        conn.copy("search", ("rowid", "text"), texts)
+        conn.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", texts)
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         # The index is contentless: an entry is deleted by giving the text it was written with.
