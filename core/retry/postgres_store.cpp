@@ -339,18 +339,18 @@ private:
     void migrate(const std::string& conninfo) {
         migration_dialect d;
         d.begin = "BEGIN";
-        // The schema lock every component takes (the Python sinks too: dialect.PG_SCHEMA_LOCK),
-        // a session lock waited for by polling, so no transaction of ours stays open while
+        // The schema lock, waited for by polling, so no transaction of ours stays open while
         // its holder builds an index online.
-        d.acquire = [this] {
+        const std::string key = std::to_string(postgres_schema_lock);
+        d.acquire = [this, try_lock = "SELECT pg_try_advisory_lock(" + key + ")::int"] {
             auto pause = std::chrono::milliseconds(10);
-            while (run_int("SELECT pg_try_advisory_lock(7305042)::int") != 1) {
+            while (run_int(try_lock) != 1) {
                 std::this_thread::sleep_for(pause);
                 pause = std::min(pause * 2, std::chrono::milliseconds(500));
             }
         };
-        d.release = [this]() noexcept {
-            result r(PQexec(conn_, "SELECT pg_advisory_unlock(7305042)")); // a lost connection let it go already
+        d.release = [this, unlock = "SELECT pg_advisory_unlock(" + key + ")"]() noexcept {
+            result r(PQexec(conn_, unlock.c_str())); // a lost connection let it go already
         };
         d.database = describe(conninfo);
         d.exec = [this](const std::string& sql) { exec(sql.c_str()); };

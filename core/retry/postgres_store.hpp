@@ -20,4 +20,8 @@ std::string check_postgres_conninfo(const std::string& conninfo);
 
 inline constexpr int postgres_schema_version = 3;
 
+/// The advisory lock key every component's schema changes take, the Python sinks' too
+/// (dialect.PG_SCHEMA_LOCK): a session lock, waited for outside any transaction.
+inline constexpr long long postgres_schema_lock = 7305042;
+
 } // namespace dhtc::retry

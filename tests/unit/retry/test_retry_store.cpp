@@ -603,7 +603,8 @@ TEST_CASE("postgresql: opening waits for the schema lock outside a transaction w
     const auto conninfo = test::pg_fresh_schema(*base, "retry_schema_lock_" + std::to_string(getpid()));
     test::pg_session holder(conninfo);
     holder.query("CREATE TABLE sink_rows (x INTEGER)");
-    holder.query("SELECT pg_advisory_lock(7305042)");
+    const std::string lock_key = std::to_string(postgres_schema_lock);
+    holder.query("SELECT pg_advisory_lock(" + lock_key + ")");
 
     const std::string opener_name = "retry_schema_lock_" + std::to_string(getpid());
     std::string opened;
@@ -619,7 +620,7 @@ TEST_CASE("postgresql: opening waits for the schema lock outside a transaction w
     bool asked = false;
     for (int i = 0; i < 400 && !asked; ++i) {
         asked = holder.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + opener_name +
-                             "' AND query LIKE '%advisory%7305042%'") != "0";
+                             "' AND query LIKE '%advisory%" + lock_key + "%'") != "0";
         if (!asked) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::string built = "ok";
@@ -628,7 +629,7 @@ TEST_CASE("postgresql: opening waits for the schema lock outside a transaction w
     } catch (const std::exception& e) {
         built = e.what();
     }
-    holder.query("SELECT pg_advisory_unlock(7305042)");
+    holder.query("SELECT pg_advisory_unlock(" + lock_key + ")");
     opener.join();
     CHECK(asked);
     CHECK(built == "ok");

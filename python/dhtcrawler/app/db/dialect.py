@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from . import Connection
 
 # The advisory lock every component's schema changes take on PostgreSQL (the retry store's
-# too, in core/retry/postgres_store.cpp).
+# too: postgres_schema_lock in core/retry/postgres_store.hpp).
 PG_SCHEMA_LOCK = 7305042
 
 
