@@ -176,6 +176,10 @@ struct pipeline::impl {
     void release_slot();
     void complete(job& j, completion c);
     void report_sink_failure(const job& j);
+    void complete_as_duplicate(job& j, std::optional<endpoint> served_by = std::nullopt,
+                               std::optional<api::stream_encryption> served_enc = std::nullopt,
+                               std::optional<api::stream_transport> served_tr = std::nullopt);
+    void end_sessions_of_round(const id20& key);
     void shutdown_jobs();
     void count_tries(const session_result& r);
 
@@ -643,7 +647,8 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
     std::optional<endpoint> served_by;
     std::optional<api::stream_encryption> served_enc;
     std::optional<api::stream_transport> served_tr;
-    while (!bytes && j->attempts < options.max_attempts) {
+    // A hybrid delivered under its other key meanwhile ends the loop: nothing is left to fetch.
+    while (!bytes && j->attempts < options.max_attempts && !delivered.contains(j->key, clock.now())) {
         const unsigned left = options.max_attempts - j->attempts;
         // Several peers share one dict's pieces, but one attempt stays in reserve, so a dict
         // assembled from several peers that fails verification can be refetched from one
@@ -786,7 +791,10 @@ asio::awaitable<void> pipeline::impl::run_job(std::shared_ptr<job> j) {
         co_return;
     }
     for (const auto& k : keys) delivered.insert(k, clock.now());
-    if (hybrid) j->sibling = j->key == v1 ? v2 : v1;
+    if (hybrid) {
+        j->sibling = j->key == v1 ? v2 : v1;
+        end_sessions_of_round(*j->sibling);
+    }
     complete(*j, make_completion(j->key, taken == answer::accept ? outcome::accepted : outcome::delivery_rejected,
                                  failure_class::none, j->attempts, served_by, served_enc, served_tr));
 }
@@ -838,10 +846,26 @@ asio::awaitable<bool> pipeline::impl::ended_as_sibling(std::shared_ptr<job> j, s
     if (!earlier && std::none_of(keys.begin(), keys.end(), [&](const id20& k) { return delivered.contains(k, now); }))
         co_return false;
     if (keys.size() == 2) j->sibling = j->key == keys[0] ? keys[1] : keys[0];
-    bump(owner.counters_.duplicates);
-    complete(*j, make_completion(j->key, outcome::accepted, failure_class::none, j->attempts, served_by, served_enc,
-                                 served_tr));
+    complete_as_duplicate(*j, served_by, served_enc, served_tr);
     co_return true;
+}
+
+// The torrent of this round's key reached the application under another key: accepted, once.
+void pipeline::impl::complete_as_duplicate(job& j, std::optional<endpoint> served_by,
+                                           std::optional<api::stream_encryption> served_enc,
+                                           std::optional<api::stream_transport> served_tr) {
+    bump(owner.counters_.duplicates);
+    complete(j, make_completion(j.key, outcome::accepted, failure_class::none, j.attempts, served_by, served_enc,
+                                served_tr));
+}
+
+// A hybrid's other key was delivered: that key's round, when one is fetching, has nothing left
+// to fetch. Its sessions end now (cancelled, which blames no peer), and its loop sees the key
+// delivered and ends as a duplicate, instead of holding seeders' connections to the end.
+void pipeline::impl::end_sessions_of_round(const id20& key) {
+    const auto it = jobs.find(key);
+    if (it == jobs.end()) return;
+    for (auto& s : it->second->sessions) s->emit(asio::cancellation_type::terminal);
 }
 
 // Without a store the application hears how a torrent it could not store comes back.
@@ -860,7 +884,9 @@ void pipeline::impl::shutdown_jobs() {
         for (auto& s : j->sessions) s->emit(asio::cancellation_type::terminal);
         if (j->awaiting_answer) continue;
         j->wake.cancel();
-        if (j->gated)
+        if (j->gated && delivered.contains(key, clock.now()))
+            complete_as_duplicate(*j); // its hybrid's other key was delivered: this one is not lost
+        else if (j->gated)
             complete(*j, cancelled(*j));
         else if (retry.store && j->holds_lease)
             retry.store->post_release(key, 0); // not gated yet: give the lease back

@@ -570,6 +570,31 @@ TEST_CASE("a hybrid reached under both keys is delivered once") {
     CHECK(r.pipe.counters().already_delivered.load() == 1);
 }
 
+// libtorrent announces a hybrid under both keys, so two rounds run side by side. Once one
+// delivered, the other has nothing left to fetch: it ends at once as a duplicate (accepted),
+// not when its peer times out, and not cancelled at shutdown as if the torrent were lost.
+TEST_CASE("a hybrid delivered under one key ends the round still fetching it under the other") {
+    test::peer_script stall;
+    stall.mode = test::peer_mode::silent;
+    test::fake_peer silent(fixture("hybrid_multi"), stall), good(fixture("hybrid_multi"));
+    auto o = rig::options();
+    o.timeout_secs = 60; // the silent peer would hold its round far past the wait below
+    rig r(o);
+    r.offer(silent.v2_key(), silent.local_endpoint());
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (r.pipe.counters().attempts.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(5ms);
+    REQUIRE(r.pipe.counters().attempts.load() == 1);
+    r.offer(good.info_hash(), good.local_endpoint());
+    REQUIRE(r.wait_completions(2));
+    r.stop();
+    std::lock_guard l(r.a.m);
+    REQUIRE(r.a.torrents.size() == 1);
+    for (const auto& c : r.a.completions) CHECK(c.result == api::outcome::accepted);
+    CHECK(r.pipe.counters().duplicates.load() == 1);
+    CHECK(r.pipe.counters().attempt_failures[static_cast<std::size_t>(api::failure_class::cancelled)].load() == 0);
+}
+
 TEST_CASE("a hybrid answered retry under one key is not taken as delivered under the other") {
     test::fake_peer peer(fixture("hybrid_multi"));
     rig r;
