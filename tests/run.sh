@@ -170,6 +170,21 @@ stage_python() {
   PATH="$venv/bin:$PATH" run_pytest python "$venv/bin/python" tests/python
 }
 
+# "Class.case: message" for every failed or erred JUnit case of surefire's reports.
+java_failures() { # report files...
+  python3 - "$@" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+for report in sys.argv[1:]:
+    for case in ET.parse(report).getroot().iter("testcase"):
+        for kind in ("failure", "error"):
+            e = case.find(kind)
+            if e is not None:
+                what = " ".join((e.get("message") or e.get("type") or "").split())[:400]
+                print(f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}: {what}")
+PY
+}
+
 stage_java() {
   note "Java binding: SWIG/JNI from the release tree, Maven build and JUnit tests"
   local dir=$out/release project=$root/java
@@ -201,7 +216,12 @@ stage_java() {
     failed=$((failed + 1)); failures+=("java: maven ran no tests (exit $rc)"); return
   fi
   passed=$((passed + tests - fails - skipped)); failed=$((failed + fails))
-  [ "$fails" -gt 0 ] && failures+=("java: $fails failed")
+  if [ "$fails" -gt 0 ]; then
+    failures+=("java: $fails failed")
+    # Each failing case with its message, in the summary at the end (a long log is cut).
+    local line
+    while IFS= read -r line; do failures+=("  $line"); done < <(java_failures "$project"/target/surefire-reports/TEST-*.xml)
+  fi
   [ "$fails" -eq 0 ] && [ "$rc" -ne 0 ] && { failed=$((failed + 1)); failures+=("java: maven failed (exit $rc)"); }
   # -Xcheck:jni reports misuse of JNI on the JVM's stderr, which surefire keeps in dumpstream files.
   if grep -qs 'WARNING in native method' "$project"/target/surefire-reports/*.dumpstream; then

@@ -158,12 +158,14 @@ class LifecycleStressTest {
         final AtomicBoolean closeReturned = new AtomicBoolean();
         final AtomicInteger lateCalls = new AtomicInteger();
         final AtomicInteger completions = new AtomicInteger();
+        final AtomicInteger gates = new AtomicInteger();
         final List<String> errors = new CopyOnWriteArrayList<>();
 
         Watched(Store store, Stop stop) {
             crawler = new Crawler(options(store).build());
             crawler.onGate(hash -> {
                 note();
+                gates.incrementAndGet();
                 if (stop == Stop.HANDLER) crawler.shutdown();
                 return true;
             });
@@ -289,7 +291,9 @@ class LifecycleStressTest {
             case HANDLER -> {
                 c.start();
                 w.feed(round, 1); // its gate shuts down (a stopped crawler answers no more announces)
-                assertTrue(c.awaitShutdown(Duration.ofSeconds(20)), "the gate's shutdown did not stop the crawler");
+                // A failure says whether the gate ran at all, and what the crawler saw.
+                assertTrue(c.awaitShutdown(Duration.ofSeconds(20)), () -> "the gate's shutdown did not stop the crawler (gate calls: "
+                        + w.gates.get() + ", errors: " + w.errors + ", stats: " + c.stats() + ")");
                 w.close();
             }
             case TWO_THREADS -> {
