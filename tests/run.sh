@@ -354,7 +354,9 @@ stage_release() {
 
 bash "$root/cmake/install-deps.sh" || { echo "summary: 0 passed, 1 failed"; exit 1; }
 
+stage_times=()
 for stage in "${stages[@]}"; do
+  stage_started=$SECONDS
   case $stage in
     build) stage_build ;;
     python) stage_python ;;
@@ -367,6 +369,7 @@ for stage in "${stages[@]}"; do
     pg) stage_pg ;;
     *) echo "unknown stage: $stage (build, python, java, go, release, sanitize, tsan, fuzz, pg)"; exit 2 ;;
   esac
+  stage_times+=("$stage $((SECONDS - stage_started)) s")
 done
 
 if [ ${#failures[@]} -gt 0 ]; then
@@ -374,6 +377,6 @@ if [ ${#failures[@]} -gt 0 ]; then
   printf '  %s\n' "${failures[@]}"
 fi
 echo
-echo "took $((SECONDS - started_at)) s"
+echo "took $((SECONDS - started_at)) s ($(IFS=,; echo "${stage_times[*]}" | sed 's/,/, /g'))"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
