@@ -405,14 +405,18 @@ class LifecycleStressTest {
     void shutdownDoesNotWaitForARunningHandler() throws Exception {
         CountDownLatch inGate = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
+        AtomicBoolean gateReturned = new AtomicBoolean();
         try (Crawler c = new Crawler(ContractTest.loopback().build())) {
             c.onGate(hash -> {
                 inGate.countDown();
                 try {
-                    release.await(5, TimeUnit.SECONDS); // bounded: an old blocking core makes this test fail, not hang
+                    // Released only after the shutdown was seen; bounded, so a core whose
+                    // shutdown waits for the handler fails this test instead of hanging it.
+                    release.await(30, TimeUnit.SECONDS);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
+                gateReturned.set(true);
                 return true;
             });
             c.start();
@@ -420,12 +424,13 @@ class LifecycleStressTest {
                 client.announce(DhtClient.portOf(c), DhtClient.filled(0x61), peer.port());
             }
             assertTrue(inGate.await(10, TimeUnit.SECONDS));
-            long t0 = System.nanoTime();
             c.shutdown();
-            assertTrue(c.awaitShutdown(Duration.ofSeconds(10)));
-            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            boolean stopped = c.awaitShutdown(Duration.ofSeconds(60));
+            boolean whileInGate = !gateReturned.get();
             release.countDown();
-            assertTrue(ms < 2000, "shutdown() waited " + ms + " ms for the running gate");
+            assertTrue(stopped, "the crawler did not shut down");
+            // By order, not by the clock: the shutdown completed while the gate still ran.
+            assertTrue(whileInGate, "shutdown waited for the running gate");
         }
     }
 
