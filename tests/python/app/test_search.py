@@ -15,6 +15,7 @@ from dhtcrawler import search as S
 from dhtcrawler.app.db import wrap
 from dhtcrawler.app.db.migrations import migrate
 from dhtcrawler.app.db.schema import COMPONENT, prepare
+from dhtcrawler.app.search import FACETS
 from dhtcrawler.sinks import MIGRATIONS, SCHEMA_VERSION, SqliteSink
 
 from conftest import pg_schema_uri
@@ -361,3 +362,26 @@ def test_a_trigram_in_most_torrents_is_checked_not_looked_up(tmp_path):
     assert names(S.search(path, "the zebrafish")) == ["the zebrafish"]
     assert set(names(S.search(path, "zebrafish"))) == {"a zebrafish alone", "the zebrafish"}
     assert S.search(path, "the thing")[0] == SQLITE.TRIGRAM_PROBE + 50
+
+
+def test_facets_count_each_value_of_the_served_torrents(tmp_path):
+    """The facets, from one pass over the table, are each column's own counts: hidden
+    torrents and missing values left out, the most common first (years: newest first)."""
+    path = str(tmp_path / "f.sqlite")
+    sink = SqliteSink(path)
+    for i, name in enumerate(["Show.S01E02.1080p.WEB-DL.x264", "Show.S01E03.720p.WEB-DL.x264", "Film.2019.1080p.BluRay",
+                              "Film.Two.2019.2160p.BluRay", "Old.Film.1999.720p", "Artist - Album (2019) [FLAC]",
+                              "notes.txt bundle", "Hidden.Film.2019.1080p"]):
+        sink.add(make(name, [(f"f{i}.mkv", 10 + i)], at=f"2026-11-0{i + 1}T00:00:00Z"))
+    sink.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE torrents SET hidden = 1 WHERE name LIKE 'Hidden%'")
+        expected = {}
+        for column in FACETS:
+            order = "value DESC" if column == "year" else "n DESC, value"
+            expected[column] = [{"value": v, "count": n} for v, n in conn.execute(
+                f"SELECT {column} AS value, count(*) AS n FROM torrents WHERE hidden IS NULL AND {column} IS NOT NULL "
+                f"GROUP BY {column} ORDER BY {order}")]
+    assert expected["year"][0] == {"value": 2019, "count": 3}  # the hidden one left out
+    assert S.facets(path) == expected
+    assert S.facets(path, limit=1) == {column: values[:1] for column, values in expected.items()}

@@ -123,6 +123,44 @@ def test_stats(server: Served) -> None:
     assert doc["oldest_first_seen"] == doc["first_seen"] and doc["newest_last_seen"] == doc["last_seen"]
 
 
+def test_facets(server: Served, db: Path) -> None:
+    from dhtcrawler.app.search import facets
+
+    assert get_json(server.url + "api/v1/facets") == facets(str(db))
+
+
+def test_facets_are_counted_once_per_ttl_and_again_after_a_failure() -> None:
+    """The server counts the facets at most once per FACETS_TTL_SECS: callers at once wait for
+    one count; a count that failed is tried again by the next caller."""
+    import threading
+
+    from dhtcrawler.app.web.app import Cached
+
+    calls = []
+    release = threading.Event()
+
+    def count() -> Dict[str, int]:
+        calls.append(1)
+        release.wait(10)
+        if len(calls) == 2:
+            raise RuntimeError("the database went away")
+        return {"n": len(calls)}
+
+    cached = Cached(3600, count)
+    got: list = []
+    readers = [threading.Thread(target=lambda: got.append(cached.get())) for _ in range(4)]
+    for t in readers:
+        t.start()
+    release.set()
+    for t in readers:
+        t.join(10)
+    assert got == [{"n": 1}] * 4 and len(calls) == 1
+    cached.at = float("-inf")  # as if the time to live had passed
+    with pytest.raises(RuntimeError):
+        cached.get()
+    assert cached.get() == {"n": 3}
+
+
 @pytest.mark.parametrize("query, parameter", [
     ("limit=0", "limit"), ("limit=101", "limit"), ("limit=ten", "limit"), ("offset=-1", "offset"),
     ("sort=popularity", "sort"), ("q=" + "x" * 300, "q"),
