@@ -277,7 +277,7 @@ stage_sanitize() {
   note "AddressSanitizer + UndefinedBehaviorSanitizer build of the tests"
   ensure_pg
   if build_tree "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DDHTC_SANITIZE=address,undefined -DDHTC_BUILD_EXAMPLES=OFF \
-       -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF; then
+       -DDHTC_BUILD_JAVA=OFF -DDHTC_BUILD_BENCH=OFF -DDHTC_TEST_PCH=ON; then
     # The lifecycle matrix: 42 cycles per combination is 1,188 create-to-destroy cycles.
     # The libtorrent interop tests run in the release stage only: under the sanitizers they
     # spend minutes waiting on libtorrent, while the same session, MSE and uTP code runs
