@@ -269,6 +269,10 @@ func TestNoCallbackAfterClose(t *testing.T) {
 		go func() { _ = c.Run(context.Background()) }()
 		port := udpPort(t, c)
 		flooder := newAnnouncer(t)
+		// The announces go from a socket of their own, closed with the flood: an announce
+		// waiting for a reply the closed crawler cannot send ends then (it waited out five
+		// resends, 5 s a round, before).
+		announcer := newAnnouncer(t)
 		stop := make(chan struct{})
 		flooded := make(chan struct{})
 		go func() {
@@ -280,7 +284,7 @@ func TestNoCallbackAfterClose(t *testing.T) {
 				default:
 				}
 				if i%50 == 0 {
-					_ = flooder.announce(port, hashOf(1000*round+i), peer.port())
+					_ = announcer.announceFromHere(port, hashOf(1000*round+i), peer.port())
 				} else {
 					flooder.getPeers(port, hashOf(1000*round+i))
 				}
@@ -293,7 +297,8 @@ func TestNoCallbackAfterClose(t *testing.T) {
 		closed.Store(1)
 		eventually(5, func() bool { return false }) // the flood goes on against a closed socket
 		close(stop)
-		flooder.conn.Close() // ends a wait for a reply that cannot come
+		flooder.conn.Close()
+		announcer.conn.Close() // ends a wait for a reply that cannot come
 		<-flooded
 		if calls.Load() == 0 {
 			t.Fatal("no callback ran at all")

@@ -211,7 +211,9 @@ func lifecycleRound(t *testing.T, retry map[string]any, how string) {
 		}
 	case "callback":
 		stopInGate.Store(true)
-		_ = client.announce(port, hashOf(base+10), peer.port()) // the crawler may stop before it replies
+		if err := client.announceUnanswered(port, hashOf(base+10), peer.port()); err != nil { // stops in its gate
+			t.Fatal(err)
+		}
 	case "signal":
 		handled := make(chan error, 1)
 		go func() {
