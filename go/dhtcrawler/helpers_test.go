@@ -31,9 +31,6 @@ func loopbackOptions() map[string]any {
 		"allow_private_addresses": true,
 		"crawl": map[string]any{
 			"bootstrap": map[string]any{"sources": []string{}},
-			// A test's client is one node that asks a dozen questions at once; at the default
-			// burst of 10 a node, the rest waited for announce's resend, a second each time.
-			"rate_limit": map[string]any{"destination_burst": 100},
 		},
 		"metadata": map[string]any{"timeout_secs": 2, "gate_timeout_millis": 2000,
 			"transports": "tcp", "encryption": "prefer_plaintext"},
