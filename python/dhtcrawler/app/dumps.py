@@ -26,7 +26,7 @@ import json
 import os
 import sqlite3
 from contextlib import contextmanager
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .classify import COLUMNS as PARSED_COLUMNS
 from .db import Connection, Database, using
@@ -304,6 +304,14 @@ def _chunks(records: Iterator[Dict[str, Any]], size: int) -> Iterator[List[Dict[
         yield chunk
 
 
+def _next(chunks: Iterator[List[Dict[str, Any]]]) -> Tuple[Optional[List[Dict[str, Any]]], Optional[Exception]]:
+    """The next batch (None at the end), or the error reading it raised."""
+    try:
+        return next(chunks, None), None
+    except Exception as e:  # noqa: BLE001 - raised by the caller, after the batch before it
+        return None, e
+
+
 def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = False,
                  progress: Optional[Callable[[int], None]] = None,
                  parse_progress: Optional[Callable[[int, int], None]] = None, rules: Any = None,
@@ -334,9 +342,11 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     counts = {"read": 0, "new": 0, "merged": 0, "dropped": 0, "parsed": 0}
     try:
         now = int(time.time())
-        with conn.dialect.bulk(conn), _few_collections():
+        with conn.dialect.bulk(conn), sink.index_aside(), _few_collections():
             for path in paths:
-                for chunk in _chunks(read_any(path), IMPORT_BATCH):
+                chunks = _chunks(read_any(path), IMPORT_BATCH)
+                chunk, error = _next(chunks)
+                while chunk is not None:
                     keys = [keys_of(rec) for rec in chunk]
                     with sink.batch():
                         new, dropped = sink.merge_many(chunk, keys)
@@ -345,9 +355,18 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                         counts["merged"] += len(chunk) - new - len(dropped)
                         if not refetch:
                             mark_delivered(conn, [k for ks in keys for k in ks], now)
+                        if sink.indexing_aside:
+                            # The next batch is read while this one's search rows are written
+                            # beside; a reader's error is raised once this batch is stored.
+                            following, error = _next(chunks)
+                    if not sink.indexing_aside:  # not while holding SQLite's write lock
+                        following, error = _next(chunks)
                     counts["read"] += len(chunk)
                     if progress is not None:
                         progress(counts["read"])
+                    chunk = following
+                if error is not None:
+                    raise error
         if parse:
             counts["parsed"] = backfill(sink, progress=parse_progress)
         with sink.lock:

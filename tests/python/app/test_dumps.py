@@ -294,3 +294,71 @@ def test_progress_shows_on_a_terminal_only(monkeypatch):
         with progress("importing", 10) as update:
             update(5)
         assert ("importing: 5 of 10 torrents" in stream.getvalue()) is shown
+
+
+def test_postgresql_import_writes_search_rows_beside_and_never_a_torrent_without_them(tmp_path, crawled,
+                                                                                      monkeypatch):
+    """On PostgreSQL an import writes its batches' search rows on a second connection
+    (sinks.IndexAside), committed before their batch. A batch that fails after they were
+    written deletes them again; rows a killed import left (a torrent that never came) are
+    deleted by the next import, unless another import is writing beside meanwhile; and
+    every stored torrent is found by its words."""
+    from dhtcrawler.app import dumps
+    from dhtcrawler.app.db.dialect import PG_INDEX_ASIDE_LOCK
+
+    monkeypatch.setattr(dumps, "IMPORT_BATCH", 2)
+    dump = tmp_path / "dump.jsonl"
+    assert run_cli("export", "--db", crawled, "-o", str(dump)).returncode == 0
+    lines = dump.read_text().splitlines(keepends=True)
+    assert len(lines) >= 4
+
+    def orphans_and_unindexed(target):
+        conn = Database(target).connect(read_only=True)
+        try:
+            return (conn.value("SELECT count(*) FROM search s WHERE NOT EXISTS (SELECT 1 FROM torrents t WHERE t.id = s.id)"),
+                    conn.value("SELECT count(*) FROM torrents t WHERE NOT EXISTS (SELECT 1 FROM search s WHERE s.id = t.id)"))
+        finally:
+            conn.close()
+
+    with pg_schema_uri("aside") as target:
+        # The second batch fails after its search rows went beside (marking its keys).
+        real, calls = dumps.mark_delivered, []
+
+        def failing(conn, keys, now):
+            calls.append(keys)
+            if len(calls) == 2:
+                raise RuntimeError("the disk is full")
+            real(conn, keys, now)
+
+        monkeypatch.setattr(dumps, "mark_delivered", failing)
+        with pytest.raises(RuntimeError):
+            dumps.import_files(target, [str(dump)])
+        assert S.stats(target)["torrents"] == 2  # the first batch only
+        assert orphans_and_unindexed(target) == (0, 0)
+        monkeypatch.setattr(dumps, "mark_delivered", real)
+
+        # A killed import's rows: a search row whose torrent never came.
+        admin = Database(target).connect()
+        try:
+            admin.execute("INSERT INTO search(id, text) VALUES (999999, 'killed midway')")
+            other = Database(target).connect()  # another import writing beside: its rows are left alone
+            other.execute("SELECT pg_advisory_lock_shared(?)", (PG_INDEX_ASIDE_LOCK,))
+            dumps.import_files(target, [str(dump)])
+            assert orphans_and_unindexed(target) == (1, 0)
+            other.close()
+            dumps.import_files(target, [str(dump)])
+            assert orphans_and_unindexed(target) == (0, 0)
+        finally:
+            admin.close()
+        assert everything(target) == everything(crawled)
+        for t in CORPUS:
+            assert t.name in [r["name"] for r in S.search(target, t.name.split()[0], limit=100)[1]]
+    # A bad line: the batches before it are stored (the next batch is read while one is
+    # written beside, and its error waits for that one), nothing else, no orphan.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:3]) + "{not json\n")
+    with pg_schema_uri("asidebad") as target:
+        with pytest.raises(dumps.DumpError):
+            dumps.import_files(target, [str(bad)])
+        assert S.stats(target)["torrents"] == 3
+        assert orphans_and_unindexed(target) == (0, 0)

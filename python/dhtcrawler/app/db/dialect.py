@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 # The advisory lock every component's schema changes take on PostgreSQL (the retry store's
 # too: postgres_schema_lock in core/retry/postgres_store.hpp).
 PG_SCHEMA_LOCK = 7305042
+# Held shared by each import writing its search rows beside (sinks.IndexAside), taken
+# exclusively to delete the rows a killed one left.
+PG_INDEX_ASIDE_LOCK = 7305043
 
 
 def like_pattern(word: str) -> str:
@@ -68,6 +71,10 @@ class Dialect:
     #: True when a migration step may run outside a transaction (PostgreSQL's online index
     #: builds); False runs such steps inside one, with their neighbours.
     runs_outside_transactions = False
+    #: True when a bulk load gains from writing the search index on a second connection
+    #: (sinks.IndexAside: PostgreSQL, a second server process); such a dialect has
+    #: unindex_torrents() and begin_index_aside().
+    index_aside = False
 
     # ---- values -----------------------------------------------------------------------------
 
@@ -752,6 +759,27 @@ class PostgresDialect(Dialect):
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         conn.execute("DELETE FROM search WHERE id = ?", (torrent_id,))
+
+    index_aside = True
+
+    def unindex_torrents(self, conn: "Connection", ids: List[int]) -> None:
+        conn.execute("DELETE FROM search WHERE id = ANY(?::bigint[])", (ids,))
+
+    def begin_index_aside(self, conn: "Connection") -> int:
+        """Starts a bulk load's search writer on ``conn`` (sinks.IndexAside): deletes the
+        search rows of torrents never committed (an import killed between its search rows'
+        commit and its batch's), unless another import writes beside now (its batch may be
+        about to commit), then holds the lock that says this one does, until ``conn``
+        closes. Returns the rows deleted."""
+        dropped = 0
+        if conn.value("SELECT pg_try_advisory_lock(?)", (PG_INDEX_ASIDE_LOCK,)):
+            try:
+                dropped = len(conn.execute("DELETE FROM search s WHERE NOT EXISTS "
+                                           "(SELECT 1 FROM torrents t WHERE t.id = s.id) RETURNING s.id"))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(?)", (PG_INDEX_ASIDE_LOCK,))
+        conn.execute("SELECT pg_advisory_lock_shared(?)", (PG_INDEX_ASIDE_LOCK,))
+        return dropped
 
     def tokenizer(self, conn: "Connection") -> str:
         trigrams = self._has_index(conn, "search_recent") or self._has_index(conn, "search_trgm")
