@@ -511,6 +511,7 @@ class PostgresDialect(Dialect):
 
     name = "postgresql"
     runs_outside_transactions = True
+    index_aside = True
     analyzed = ("torrents", "files", "hashes", "search")
 
     def connect(self, conninfo: str, *, read_only: bool = False, busy_timeout_ms: int = 5000) -> Any:
@@ -759,8 +760,6 @@ class PostgresDialect(Dialect):
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
         conn.execute("DELETE FROM search WHERE id = ?", (torrent_id,))
-
-    index_aside = True
 
     def unindex_torrents(self, conn: "Connection", ids: List[int]) -> None:
         conn.execute("DELETE FROM search WHERE id = ANY(?::bigint[])", (ids,))
