@@ -462,7 +462,7 @@ def facets(db: Any, limit: int = 30) -> Dict[str, List[Dict[str, Any]]]:
     with using(db) as conn:
         if not conn.dialect.has_column(conn, "torrents", "parsed"):
             return {}
-        # One pass over the table for every facet (a scan each took 1.15 s at 1 M torrents):
+        # One pass over the table for every facet (a scan each: 0.53-0.59 s at 1 M on PostgreSQL):
         # the combinations are few (types x resolutions x years), summed here.
         counts: Dict[str, Dict[Any, int]] = {column: {} for column in FACETS}
         for *values, n in conn.execute(f"SELECT {', '.join(FACETS)}, count(*) FROM torrents WHERE hidden IS NULL "

@@ -28,7 +28,7 @@ DEFAULT_LIMIT = 20
 MAX_OFFSET = 1_000_000
 IDLE_CONNECTIONS = 4  # PostgreSQL connections kept between requests
 # How long the facets' counts are served before they are counted again: they pass over every
-# torrent (0.4 s at 1 M), for each search page loaded, and a few minutes' lag in the options
+# torrent (0.24 s at 1 M on PostgreSQL), for each search page loaded, and a few minutes' lag in the options
 # of a select is not worth that.
 FACETS_TTL_SECS = 300.0
 
