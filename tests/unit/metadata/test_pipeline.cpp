@@ -466,7 +466,11 @@ TEST_CASE("a round that ended as its sibling's delivery leaves no trace: its key
 
 TEST_CASE("several peers share the pieces of a multi-piece dict") {
     const std::string dict = big_dict(3000); // ~4 metadata pieces
-    test::fake_peer p1(dict), p2(dict);
+    // Slow peers: one fast peer could serve every piece before the other is connected on a
+    // loaded machine (it did under ThreadSanitizer), and the test would show no sharing.
+    test::peer_script slow;
+    slow.delay = 100ms;
+    test::fake_peer p1(dict, slow), p2(dict, slow);
     rig r;
     r.offer(p1.info_hash(), p1.local_endpoint());
     r.offer(p1.info_hash(), p2.local_endpoint());
