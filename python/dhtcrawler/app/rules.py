@@ -72,6 +72,7 @@ class Rule:
     matcher: str
     argument: str
     _test: Any = field(default=None, repr=False)
+    _runs: frozenset = field(default=frozenset(), repr=False)  # keyword: the runs it needs
 
     @property
     def label(self) -> str:
@@ -109,6 +110,13 @@ def _keyword(words: str) -> Any:
     return re.compile(r"(?<![a-z0-9])" + r"[\s._-]+".join(parts) + r"(?![a-z0-9])")
 
 
+# The runs of ASCII letters and digits in a lowered text. A keyword's pattern is bounded by
+# characters outside [a-z0-9] at both ends and between its words, so each of its own runs
+# is a whole run of any text it matches: a text lacking one of them cannot match, and most
+# torrents are judged without running a keyword's pattern at all.
+_RUNS = re.compile(r"[a-z0-9]+")
+
+
 def _parse_line(where: str, line: str) -> Rule:
     fields = line.split(None, 2)
     if len(fields) < 3:
@@ -126,6 +134,7 @@ def _parse_line(where: str, line: str) -> Rule:
     rule = Rule(where, action, tag, matcher, argument)
     if matcher == "keyword":
         rule._test = _keyword(argument)
+        rule._runs = frozenset(_RUNS.findall(argument.lower()))
     elif matcher == "regex":
         try:
             rule._test = _compile_regex(argument)
@@ -171,15 +180,20 @@ class RuleSet:
         """What the rules say of a torrent (its name, (path, size) files, total size and
         parsed columns); counted unless ``count`` is False."""
         paths = [p for p, _ in list(files)[:MAX_PATHS]]
-        texts = [name[:MAX_TEXT].lower(), *(p[:MAX_TEXT].lower() for p in paths)]
         raw = [name[:MAX_TEXT], *(p[:MAX_TEXT] for p in paths)]
-        exts = {p.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower() for p in paths if "." in p.rsplit("/", 1)[-1]}
+        lowered: Optional[str] = None  # the texts lowered, one a line, and their runs: when needed
+        runs: frozenset = frozenset()
+        exts: Optional[set] = None
         parsed = parsed or {}
         verdict = Verdict()
         for rule in self.rules:
             m = rule.matcher
             if m == "keyword":
-                hit = any(rule._test.search(t) for t in texts)
+                if lowered is None:
+                    lowered = "\n".join(raw).lower()
+                    runs = frozenset(_RUNS.findall(lowered))
+                # The runs only rule a keyword out; a candidate's pattern runs text by text.
+                hit = rule._runs <= runs and any(rule._test.search(t.lower()) for t in raw)
             elif m == "regex":
                 hit = any(rule._test.search(t) for t in raw)
             elif m == "type":
@@ -187,6 +201,9 @@ class RuleSet:
             elif m == "resolution":
                 hit = parsed.get("resolution") == rule.argument
             elif m == "ext":
+                if exts is None:
+                    names = (p.rsplit("/", 1)[-1] for p in paths)
+                    exts = {n.rsplit(".", 1)[-1].lower() for n in names if "." in n}
                 hit = bool(exts & rule._test)
             elif m == "size<":
                 hit = total_size < rule._test

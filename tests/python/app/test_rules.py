@@ -84,6 +84,23 @@ def test_a_regex_sees_a_bounded_text(tmp_path):
     assert not rs.judge("a" * R.MAX_TEXT + "b", [], 1).rules  # only the first MAX_TEXT characters
 
 
+def test_keywords_match_exactly_as_their_patterns_do(tmp_path):
+    # judge() rules a keyword out by the letter and digit runs of the texts before running its
+    # pattern: that shortcut must never change a verdict. Random texts over an alphabet that
+    # holds the keywords' pieces, separators, case and non-ASCII letters.
+    import random
+
+    rs = ruleset(tmp_path, "drop keyword zz placeholder\ndrop keyword q@q\ndrop keyword x9\n")
+    pieces = ["zz", "ZZ", "placeholder", "Placeholder", "q", "@", "x9", "X9", "a", "9", "é", "\u212a",
+              " ", ".", "_", "-", "/", "\n", "..", "ß"]
+    rnd = random.Random(33)
+    for _ in range(5000):
+        texts = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 8))) for _ in range(rnd.randint(1, 3))]
+        expected = any(rule._test.search(t.lower()) for rule in rs.rules for t in texts)
+        verdict = rs.judge(texts[0], [(t, 1) for t in texts[1:]], 1, count=False)
+        assert verdict.dropped == expected, texts
+
+
 def test_the_default_set_is_on_and_drops(tmp_path):
     defaults = R.load()
     assert len(defaults) >= 10 and all(r.action == "drop" and r.matcher == "keyword" for r in defaults.rules)
