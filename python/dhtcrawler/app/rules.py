@@ -72,7 +72,7 @@ class Rule:
     matcher: str
     argument: str
     _test: Any = field(default=None, repr=False)
-    _runs: frozenset = field(default=frozenset(), repr=False)  # keyword: the runs it needs
+    _runs: Tuple[str, ...] = field(default=(), repr=False)  # keyword: the runs it needs
 
     @property
     def label(self) -> str:
@@ -110,10 +110,9 @@ def _keyword(words: str) -> Any:
     return re.compile(r"(?<![a-z0-9])" + r"[\s._-]+".join(parts) + r"(?![a-z0-9])")
 
 
-# The runs of ASCII letters and digits in a lowered text. A keyword's pattern is bounded by
-# characters outside [a-z0-9] at both ends and between its words, so each of its own runs
-# is a whole run of any text it matches: a text lacking one of them cannot match, and most
-# torrents are judged without running a keyword's pattern at all.
+# The runs of ASCII letters and digits of a keyword: a text it matches, lowered, holds each
+# of them. A text that lacks the longest one (a substring test, far cheaper than a pattern)
+# cannot match, and most torrents are judged without running a keyword's pattern at all.
 _RUNS = re.compile(r"[a-z0-9]+")
 
 
@@ -134,7 +133,7 @@ def _parse_line(where: str, line: str) -> Rule:
     rule = Rule(where, action, tag, matcher, argument)
     if matcher == "keyword":
         rule._test = _keyword(argument)
-        rule._runs = frozenset(_RUNS.findall(argument.lower()))
+        rule._runs = tuple(_RUNS.findall(argument.lower()))
     elif matcher == "regex":
         try:
             rule._test = _compile_regex(argument)
@@ -171,6 +170,15 @@ class RuleSet:
         self.counts: Dict[str, int] = {r.label: 0 for r in self.rules}
         self.actions: Dict[str, int] = {"drop": 0, "hide": 0, "tag": 0}
         self._lock = threading.Lock()
+        # Keyword rules by the longest of their runs (_RUNS): only those whose run a torrent's
+        # texts hold are tried. The other rules are tried on every torrent.
+        self._by_run: Dict[str, List[int]] = {}
+        self._always: List[int] = []
+        for i, r in enumerate(self.rules):
+            if r.matcher == "keyword" and r._runs:
+                self._by_run.setdefault(max(r._runs, key=len), []).append(i)
+            else:
+                self._always.append(i)
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -181,19 +189,21 @@ class RuleSet:
         parsed columns); counted unless ``count`` is False."""
         paths = [p for p, _ in list(files)[:MAX_PATHS]]
         raw = [name[:MAX_TEXT], *(p[:MAX_TEXT] for p in paths)]
-        lowered: Optional[str] = None  # the texts lowered, one a line, and their runs: when needed
-        runs: frozenset = frozenset()
+        tried = self._always
+        if self._by_run:
+            lowered = "\n".join(raw).lower()
+            held = [i for run, rules in self._by_run.items() if run in lowered for i in rules]
+            if held:
+                tried = sorted(tried + held)
         exts: Optional[set] = None
         parsed = parsed or {}
         verdict = Verdict()
-        for rule in self.rules:
+        for i in tried:
+            rule = self.rules[i]
             m = rule.matcher
             if m == "keyword":
-                if lowered is None:
-                    lowered = "\n".join(raw).lower()
-                    runs = frozenset(_RUNS.findall(lowered))
-                # The runs only rule a keyword out; a candidate's pattern runs text by text.
-                hit = rule._runs <= runs and any(rule._test.search(t.lower()) for t in raw)
+                # The texts hold its longest run: a candidate, which its pattern decides.
+                hit = any(rule._test.search(t.lower()) for t in raw)
             elif m == "regex":
                 hit = any(rule._test.search(t) for t in raw)
             elif m == "type":
