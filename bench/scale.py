@@ -180,11 +180,13 @@ def percentile(values: List[float], p: float) -> float:
 
 
 def timed_import(database: Any, dump: str, parse: bool = True) -> Dict[str, Any]:
-    """``import_files`` as ``dhtcrawler import`` runs it (keys marked delivered), timed."""
+    """``import_files`` as ``dhtcrawler import`` runs it (keys marked delivered, the default
+    content rules judging every new torrent), timed."""
+    from dhtcrawler.app import rules
     from dhtcrawler.app.dumps import import_files
 
     t0 = time.monotonic()
-    counts = import_files(database, [dump], parse=parse)
+    counts = import_files(database, [dump], parse=parse, rules=rules.load())
     secs = time.monotonic() - t0
     return {"torrents_per_sec": round(counts["read"] / secs), "secs": round(secs, 1), **counts,
             "load_average": round(os.getloadavg()[0], 2)}

@@ -279,8 +279,9 @@ def mark_delivered(conn: Connection, keys: List[bytes], now: int) -> None:
     conn.dialect.mark_delivered(conn, keys, RETRY_DONE, now)
 
 
-# Torrents merged per transaction by import: one commit per batch, not per torrent; a batch
-# holds about 10 MB of records, and a Ctrl-C loses at most the batch being written.
+# Torrents import reads and merges at a time: a batch holds about 10 MB of records. A
+# transaction holds one batch, or on SQLite the batches of bulk_transaction_secs (the
+# dialect's); a Ctrl-C loses at most the transaction being written, which a run again imports.
 IMPORT_BATCH = 10_000
 
 
@@ -318,9 +319,9 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                  parse: bool = True) -> Dict[str, int]:
     """Merges every input into ``db`` (a SQLite file, a ``postgresql://`` URI, or a
     Database); returns counts ``{read, new, merged, dropped, parsed}``. Records are merged
-    IMPORT_BATCH to a transaction (the merge rules are the sink's: DatabaseSink.merge_many;
-    ``dropped`` counts those a content rule refused), and the tables are analyzed at the end
-    for the query planner. Unless ``refetch``, the retry store's tables are created first, as
+    IMPORT_BATCH at a time, one or more batches a transaction (the merge rules are the
+    sink's: DatabaseSink.merge_many; ``dropped`` counts those a content rule refused), and
+    the tables are analyzed at the end for the query planner. Unless ``refetch``, the retry store's tables are created first, as
     a crawl would (dhtcrawler.migrate_store), and every key, dropped ones included (a crawl
     does not fetch them either), is marked done there. ``progress(read)`` is called after
     each batch. Torrents whose lines carried no (valid) parsed fields are parsed at the end,
@@ -347,24 +348,24 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                 chunks = _chunks(read_any(path), IMPORT_BATCH)
                 chunk, error = _next(chunks)
                 while chunk is not None:
-                    keys = [keys_of(rec) for rec in chunk]
-                    with sink.batch():
-                        new, dropped = sink.merge_many(chunk, keys)
-                        counts["new"] += new
-                        counts["dropped"] += len(dropped)
-                        counts["merged"] += len(chunk) - new - len(dropped)
-                        if not refetch:
-                            mark_delivered(conn, [k for ks in keys for k in ks], now)
-                        if sink.indexing_aside:
-                            # The next batch is read while this one's search rows are written
-                            # beside; a reader's error is raised once this batch is stored.
-                            following, error = _next(chunks)
-                    if not sink.indexing_aside:  # not while holding SQLite's write lock
-                        following, error = _next(chunks)
-                    counts["read"] += len(chunk)
-                    if progress is not None:
-                        progress(counts["read"])
-                    chunk = following
+                    with sink.batch():  # this batch, and the next ones while time allows
+                        ends = time.monotonic() + conn.dialect.bulk_transaction_secs
+                        while chunk is not None:
+                            keys = [keys_of(rec) for rec in chunk]
+                            new, dropped = sink.merge_many(chunk, keys)
+                            counts["new"] += new
+                            counts["dropped"] += len(dropped)
+                            counts["merged"] += len(chunk) - new - len(dropped)
+                            if not refetch:
+                                mark_delivered(conn, [k for ks in keys for k in ks], now)
+                            counts["read"] += len(chunk)
+                            if progress is not None:
+                                progress(counts["read"])
+                            # Read inside: PostgreSQL writes this batch's search rows beside
+                            # meanwhile. A reader's error is raised once this batch is stored.
+                            chunk, error = _next(chunks)
+                            if time.monotonic() >= ends:
+                                break
                 if error is not None:
                     raise error
         if parse:
