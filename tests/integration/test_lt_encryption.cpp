@@ -35,7 +35,7 @@ TEST_CASE("libtorrent with PE forced, RC4 only: the default policy falls back to
     CHECK(r.deliveries.size() == r.expected);
     for (const auto& d : r.deliveries) CHECK(d.encryption == api::stream_encryption::rc4);
     for (const auto& c : r.completions) {
-        CHECK_MESSAGE(c.result == api::outcome::accepted, "round for " << c.info_hash.hex() << ": " << api::to_string(c.failure));
+        test::check_round_accepted(r, c);
         if (c.result == api::outcome::accepted) CHECK(c.encryption == api::stream_encryption::rc4);
     }
 }
@@ -46,8 +46,7 @@ TEST_CASE("libtorrent with PE forced, plaintext allowed: MSE with a plaintext se
     CHECK(r.deliveries.size() == r.expected);
     // We offer RC4 and plaintext; libtorrent without prefer_rc4 selects plaintext.
     for (const auto& d : r.deliveries) CHECK(d.encryption == api::stream_encryption::plaintext);
-    for (const auto& c : r.completions)
-        CHECK_MESSAGE(c.result == api::outcome::accepted, "round for " << c.info_hash.hex() << ": " << api::to_string(c.failure));
+    for (const auto& c : r.completions) test::check_round_accepted(r, c);
 }
 
 TEST_CASE("libtorrent with PE forced, plaintext allowed, and require: RC4") {

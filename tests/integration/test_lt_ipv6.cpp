@@ -35,8 +35,7 @@ void check_all_over(const test::lt_case_result& r, api::stream_transport transpo
         CHECK(d.transport == transport);
         CHECK(d.encryption == enc);
     }
-    for (const auto& c : r.completions)
-        CHECK_MESSAGE(c.result == api::outcome::accepted, "round for " << c.info_hash.hex() << ": " << api::to_string(c.failure));
+    for (const auto& c : r.completions) test::check_round_accepted(r, c);
 }
 
 } // namespace

@@ -24,12 +24,7 @@ test::lt_case_result run_shared_case(test::lt_case c) {
     auto r = test::run_lt_case(c);
     MESSAGE(c.name << ": delivered " << r.deliveries.size() << " of " << r.expected);
     CHECK(r.deliveries.size() == r.expected);
-    for (const auto& done : r.completions) {
-        const auto key = r.torrent_of.count(done.info_hash.hex()) ? r.torrent_of.at(done.info_hash.hex()) : "";
-        CHECK_MESSAGE(done.result == api::outcome::accepted, "round for " << done.info_hash.hex() << " ("
-                                                                          << (key.empty() ? "?" : r.described.at(key))
-                                                                          << "): " << api::to_string(done.failure));
-    }
+    for (const auto& done : r.completions) test::check_round_accepted(r, done);
     return r;
 }
 

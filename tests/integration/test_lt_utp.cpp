@@ -35,7 +35,7 @@ void check_all_over_utp(const test::lt_case_result& r, api::stream_encryption en
         CHECK(d.encryption == enc);
     }
     for (const auto& c : r.completions) {
-        CHECK_MESSAGE(c.result == api::outcome::accepted, "round for " << c.info_hash.hex() << ": " << api::to_string(c.failure));
+        test::check_round_accepted(r, c);
         if (c.result == api::outcome::accepted) CHECK(c.transport == api::stream_transport::utp);
     }
 }
