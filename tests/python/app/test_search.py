@@ -343,6 +343,29 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
             sink.close()
 
 
+def test_postgresql_several_words_are_looked_up_by_two_trigrams_and_tested_whole():
+    """With several words, PostgreSQL hands the trigram index two trigrams a word and tests
+    each word exactly: a text holding a word's first and last trigrams but not the word is
+    no match, LIKE's wildcards in a word are literal, and a word without a run of three
+    letters or digits still finds its torrents."""
+    from dhtcrawler.sinks import PostgresSink
+
+    corpus = ["alpha bravo charlie", "alpine phase bravo", "100%_done bravo", "100ab_done bravo",
+              "r@y gold bravo", "ray gold bravo"]
+    with pg_schema_uri("sparse") as uri:
+        sink = PostgresSink(uri)
+        try:
+            for i, name in enumerate(corpus):
+                sink.add(make(name, [(f"d{i}/x.bin", 10 + i)], at=f"2026-11-01T00:{i:02d}:00Z"))
+            assert names(S.search(sink, "alpha bravo")) == ["alpha bravo charlie"]
+            assert names(S.search(sink, "bravo 100%_done")) == ["100%_done bravo"]
+            assert names(S.search(sink, "r@y bravo")) == ["r@y gold bravo"]
+            assert sorted(names(S.search(sink, "gold bravo"))) == ["r@y gold bravo", "ray gold bravo"]
+            assert names(S.search(sink, "alpha bravo", window=None)) == ["alpha bravo charlie"]
+        finally:
+            sink.close()
+
+
 def test_a_trigram_in_most_torrents_is_checked_not_looked_up(tmp_path):
     """SQLite leaves a trigram that most of the newest torrents hold out of the index lookup
     (intersecting its doclist costs more than it narrows); its word is still checked on

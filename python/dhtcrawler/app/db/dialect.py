@@ -41,6 +41,28 @@ def like_pattern(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _word_tests(words: List[str]) -> Tuple[str, List[Any]]:
+    """PostgreSQL: SQL testing that the search text holds every word, and its arguments.
+
+    One word (or a phrase) is handed to the trigram index whole. Several words hand it at
+    most two trigrams each (a word's first and last run of three letters or digits), and each
+    word is then tested exactly (strpos, which the index cannot take): their intersection
+    keeps the false candidates few, and every trigram of three long words (19 keys for
+    "книга полная документальный") cost a bucket 3.5 ms, two a word 1.2-1.4 ms for the same
+    matches (3 M torrents). A single word looked up so lost more to false candidates than it
+    gained (one-word p95 44 → 58 ms)."""
+    if len(words) < 2:
+        return " AND ".join("text LIKE ?" for _ in words), [like_pattern(w) for w in words]
+    probes: List[str] = []
+    for word in words:
+        runs = [word[i:i + 3] for i in range(len(word) - 2) if word[i:i + 3].isalnum()]
+        picked = dict.fromkeys([runs[0], runs[-1]]) if runs else {}
+        # A word with no such run (punctuation inside) goes to the index whole, as before.
+        probes += [like_pattern(r) for r in picked] or [like_pattern(word)]
+    tests = ["text LIKE ?"] * len(probes) + ["strpos(text, ?) > 0"] * len(words)
+    return " AND ".join(tests), [*probes, *words]
+
+
 class Index:
     """A migration step that builds an index: on PostgreSQL online (``CREATE INDEX
     CONCURRENTLY``, which must run outside a transaction: see migrations.Migration), on
@@ -624,8 +646,7 @@ class PostgresDialect(Dialect):
         short = [w for w in words if len(w) < 3]
         if not looked_up:
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], short
-        tests = " AND ".join("text LIKE ?" for _ in looked_up)
-        args: List[Any] = [like_pattern(w.lower()) for w in looked_up]
+        tests, args = _word_tests([w.lower() for w in looked_up])
         if window is None or not recent:
             return f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}", args, short
         return "SELECT unnest(?::bigint[]) AS id", [self._newest_matches(conn, tests, args, int(window))], short
