@@ -350,7 +350,7 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                 while chunk is not None:
                     with sink.batch():  # this batch, and the next ones while time allows
                         ends = time.monotonic() + conn.dialect.bulk_transaction_secs
-                        while chunk is not None:
+                        while True:
                             keys = [keys_of(rec) for rec in chunk]
                             new, dropped = sink.merge_many(chunk, keys)
                             counts["new"] += new
@@ -361,11 +361,19 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                             counts["read"] += len(chunk)
                             if progress is not None:
                                 progress(counts["read"])
-                            # Read inside: PostgreSQL writes this batch's search rows beside
-                            # meanwhile. A reader's error is raised once this batch is stored.
-                            chunk, error = _next(chunks)
-                            if time.monotonic() >= ends:
+                            going_on = time.monotonic() < ends
+                            read_inside = going_on or sink.indexing_aside
+                            if not read_inside:
                                 break
+                            # PostgreSQL writes this batch's search rows beside meanwhile. A
+                            # reader's error is raised once the batches read are stored.
+                            chunk, error = _next(chunks)
+                            if chunk is None or not going_on:
+                                break
+                    if not read_inside:
+                        # With SQLite's write lock released: a crawl writing the same file
+                        # gets its turn here, instead of waiting out its busy timeout.
+                        chunk, error = _next(chunks)
                 if error is not None:
                     raise error
         if parse:
