@@ -279,8 +279,8 @@ def mark_delivered(conn: Connection, keys: List[bytes], now: int) -> None:
     conn.dialect.mark_delivered(conn, keys, RETRY_DONE, now)
 
 
-# Torrents import reads and merges at a time: a batch holds about 10 MB of records. A
-# transaction holds one batch, or on SQLite the batches of bulk_transaction_secs (the
+# How many torrents import reads and merges at a time: a batch holds about 10 MB of records.
+# A transaction holds one batch, or on SQLite the batches of bulk_transaction_secs (the
 # dialect's); a Ctrl-C loses at most the transaction being written, which a run again imports.
 IMPORT_BATCH = 10_000
 
@@ -321,9 +321,9 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     Database); returns counts ``{read, new, merged, dropped, parsed}``. Records are merged
     IMPORT_BATCH at a time, one or more batches a transaction (the merge rules are the
     sink's: DatabaseSink.merge_many; ``dropped`` counts those a content rule refused), and
-    the tables are analyzed at the end for the query planner. Unless ``refetch``, the retry store's tables are created first, as
-    a crawl would (dhtcrawler.migrate_store), and every key, dropped ones included (a crawl
-    does not fetch them either), is marked done there. ``progress(read)`` is called after
+    the tables are analyzed at the end for the query planner. Unless ``refetch``, the retry
+    store's tables are created first, as a crawl would (dhtcrawler.migrate_store), and every
+    key, dropped ones included (a crawl does not fetch them either), is marked done there. ``progress(read)`` is called after
     each batch. Torrents whose lines carried no (valid) parsed fields are parsed at the end,
     in batches (backfill.py; ``parse_progress(done, left)``), unless ``parse`` is False (then
     ``dhtcrawler reparse`` does it)."""
@@ -372,7 +372,7 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
                                 break
                     if not read_inside:
                         # With SQLite's write lock released: a crawl writing the same file
-                        # gets its turn here, instead of waiting out its busy timeout.
+                        # gets its turn here, not only when its busy handler wins a race.
                         chunk, error = _next(chunks)
                 if error is not None:
                     raise error
