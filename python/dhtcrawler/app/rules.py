@@ -72,7 +72,6 @@ class Rule:
     matcher: str
     argument: str
     _test: Any = field(default=None, repr=False)
-    _runs: Tuple[str, ...] = field(default=(), repr=False)  # keyword: the runs it needs
 
     @property
     def label(self) -> str:
@@ -133,7 +132,6 @@ def _parse_line(where: str, line: str) -> Rule:
     rule = Rule(where, action, tag, matcher, argument)
     if matcher == "keyword":
         rule._test = _keyword(argument)
-        rule._runs = tuple(_RUNS.findall(argument.lower()))
     elif matcher == "regex":
         try:
             rule._test = _compile_regex(argument)
@@ -175,8 +173,9 @@ class RuleSet:
         self._by_run: Dict[str, List[int]] = {}
         self._always: List[int] = []
         for i, r in enumerate(self.rules):
-            if r.matcher == "keyword" and r._runs:
-                self._by_run.setdefault(max(r._runs, key=len), []).append(i)
+            runs = _RUNS.findall(r.argument.lower()) if r.matcher == "keyword" else []
+            if runs:
+                self._by_run.setdefault(max(runs, key=len), []).append(i)
             else:
                 self._always.append(i)
 
