@@ -207,6 +207,9 @@ class LifecycleStressTest {
                     for (int k = 0; k < 8; k++) h[9 + k] = (byte) (SALT >>> (8 * k));
                     client.announce(port, h, peer.port());
                 }
+            } catch (IOException e) {
+                // What the crawler counted (answers refused, by whom) says why it was silent.
+                throw new IOException(e.getMessage() + "; the crawler's stats: " + crawler.stats(), e);
             }
         }
     }
