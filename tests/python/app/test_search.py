@@ -344,10 +344,11 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
 
 
 def test_postgresql_several_words_are_looked_up_by_two_trigrams_and_tested_whole():
-    """With several words, PostgreSQL hands the trigram index two trigrams a word and tests
-    each word exactly: a text holding a word's first and last trigrams but not the word is
-    no match, LIKE's wildcards in a word are literal, and a word without a run of three
-    letters or digits still finds its torrents."""
+    """With several words, PostgreSQL hands the trigram index two trigrams a word (one
+    within a bucket of ids: the default window) and tests each word exactly: a text holding
+    a word's first and last trigrams but not the word is no match, LIKE's wildcards in a
+    word are literal, and a word without a run of three letters or digits still finds its
+    torrents."""
     from dhtcrawler.sinks import PostgresSink
 
     corpus = ["alpha bravo charlie", "alpine phase bravo", "100%_done bravo", "100ab_done bravo",

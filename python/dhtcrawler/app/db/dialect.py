@@ -41,22 +41,24 @@ def like_pattern(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _word_tests(words: List[str]) -> Tuple[str, List[Any]]:
+def _word_tests(words: List[str], per_word: int = 2) -> Tuple[str, List[Any]]:
     """PostgreSQL: SQL testing that the search text holds every word, and its arguments.
 
     One word (or a phrase) is handed to the trigram index whole. Several words hand it at
-    most two trigrams each (a word's first and last run of three letters or digits), and each
-    word is then tested exactly (strpos, which the index cannot take): their intersection
-    keeps the false candidates few, and every trigram of three long words (19 keys for
-    "книга полная документальный") cost a bucket 3.5 ms, two a word 1.2-1.4 ms for the same
-    matches (3 M torrents). A single word looked up so lost more to false candidates than it
-    gained (one-word p95 44 → 58 ms)."""
+    most ``per_word`` trigrams each (a word's first, then its last run of three letters or
+    digits), and each word is then tested exactly (strpos, which the index cannot take).
+    Over the whole table two a word keep the false candidates few: every trigram of three
+    long words (19 keys for "книга полная документальный") cost a bucket 3.5 ms, two a
+    word 1.2-1.4 ms for the same matches (3 M torrents). Within one bucket of ids the
+    candidates are few anyway, and each key costs the index about 0.1 ms: one a word.
+    A single word looked up so lost more to false candidates than it gained (one-word p95
+    44 → 58 ms)."""
     if len(words) < 2:
         return " AND ".join("text LIKE ?" for _ in words), [like_pattern(w) for w in words]
     probes: List[str] = []
     for word in words:
         runs = [word[i:i + 3] for i in range(len(word) - 2) if word[i:i + 3].isalnum()]
-        picked = dict.fromkeys([runs[0], runs[-1]]) if runs else {}
+        picked = list(dict.fromkeys([runs[0], runs[-1]]))[:per_word] if runs else []
         # A word with no such run (punctuation inside) goes to the index whole, as before.
         probes += [like_pattern(r) for r in picked] or [like_pattern(word)]
     tests = ["text LIKE ?"] * len(probes) + ["strpos(text, ?) > 0"] * len(words)
@@ -560,8 +562,10 @@ class PostgresDialect(Dialect):
         return int(value)
 
     def contains(self, column: str, word: str) -> Tuple[str, Any]:
-        # Case folding by the database's ctype.
-        return f"{column} ILIKE ?", like_pattern(word)
+        # Case folding by the database's ctype, as ILIKE's, which lower-cases the text for
+        # each pattern anew and is slower: a page's relevance tests three words on 1,000
+        # names twice each, 22.6 ms with ILIKE, 19.7 with strpos (Cyrillic, 3 M torrents).
+        return f"strpos(lower({column}), ?) > 0", word.lower()
 
     def name_order(self, descending: bool) -> str:
         return f"lower(t.name) {'DESC' if descending else 'ASC'}, t.name"
@@ -646,10 +650,11 @@ class PostgresDialect(Dialect):
         short = [w for w in words if len(w) < 3]
         if not looked_up:
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], short
-        tests, args = _word_tests([w.lower() for w in looked_up])
+        lowered = [w.lower() for w in looked_up]
         if window is None or not recent:
+            tests, args = _word_tests(lowered)
             return f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}", args, short
-        return "SELECT unnest(?::bigint[]) AS id", [self._newest_matches(conn, tests, args, int(window))], short
+        return "SELECT unnest(?::bigint[]) AS id", [self._newest_matches(conn, lowered, int(window))], short
 
     def holds(self, conn: "Connection", word: str) -> Tuple[str, List[Any]]:
         if not conn.value("SELECT to_regclass('search') IS NOT NULL"):  # schema 4, read-only
@@ -659,12 +664,14 @@ class PostgresDialect(Dialect):
 
     #: Buckets a statement of _newest_matches() looks in, at most.
     BUCKETS_PER_STATEMENT = 64
-    #: What looking in one more bucket costs, in matches tested (at 1 M and 3 M torrents: a
-    #: bucket's branch about 0.4 ms, a match tested for three words about 10 µs).
-    BUCKET_COST = 200
+    #: What looking in one more bucket costs, in matches tested (at 3 M torrents: a bucket
+    #: about 0.5 ms, a match the trigrams alone find and test about 15 µs; three-word p95
+    #: 69 ms at 200, 42-45 at 40, 55-71 at 60).
+    BUCKET_COST = 40
 
-    def _newest_matches(self, conn: "Connection", tests: str, args: List[Any], window: int) -> List[int]:
-        """The ids of the newest ``window`` search rows passing ``tests``, newest first.
+    def _newest_matches(self, conn: "Connection", words: List[str], window: int) -> List[int]:
+        """The ids of the newest ``window`` search rows holding every one of ``words``
+        (lower-cased), newest first.
 
         A trigram index alone finds every match, each tested on its row, before the newest
         are kept: cheap for a rare word, not for a common one (a word in 1.5% of 1 M
@@ -678,35 +685,42 @@ class PostgresDialect(Dialect):
         if top is None:
             return []
         top = int(top)
-        bucket = top // self.SEARCH_BUCKET
-        hits = self._in_buckets(conn, tests, args, [bucket], window)
+        in_bucket = _word_tests(words, per_word=1)
+        # The first look spans a whole bucket's ids at least: the newest bucket alone may
+        # hold a few ids, too few to tell how dense the matches are.
+        newest = top // self.SEARCH_BUCKET
+        bucket = newest - 1 if top % self.SEARCH_BUCKET < self.SEARCH_BUCKET // 2 else newest
+        hits = self._in_buckets(conn, in_bucket, range(newest, max(-1, bucket - 1), -1), window)
         bucket -= 1
         while bucket >= 0 and len(hits) < window:
             seen = top - (bucket + 1) * self.SEARCH_BUCKET + 1  # the ids of the buckets looked in
             per_bucket = len(hits) / seen * self.SEARCH_BUCKET
             buckets_left = (window - len(hits)) / per_bucket if hits else math.inf
             if len(hits) / seen * top < self.BUCKET_COST * buckets_left + window:  # few in all
+                tests, args = _word_tests(words)
                 return [int(r[0]) for r in conn.execute(
                     # `id + 0`: not the primary key read backwards, which tests every row on the way
                     f"SELECT id FROM search WHERE {tests} ORDER BY id + 0 DESC LIMIT ?", (*args, window))]
             count = min(self.BUCKETS_PER_STATEMENT, math.ceil(buckets_left))
-            hits += self._in_buckets(conn, tests, args, range(bucket, max(-1, bucket - count), -1), window - len(hits))
+            hits += self._in_buckets(conn, in_bucket, range(bucket, max(-1, bucket - count), -1), window - len(hits))
             bucket -= count
         return hits
 
-    def _in_buckets(self, conn: "Connection", tests: str, args: List[Any], buckets: Iterable[int],
+    def _in_buckets(self, conn: "Connection", word_tests: Tuple[str, List[Any]], buckets: Iterable[int],
                     limit: int) -> List[int]:
-        """The newest ``limit`` matches in ``buckets`` (newest first): a branch per bucket,
-        run in order until the limit is reached (an equality on the bucket, which the
-        planner always looks up in the index; a list or a range of buckets it may leave
-        out, testing every match of the trigrams instead)."""
-        branches = [f"(SELECT id FROM search WHERE (id / {self.SEARCH_BUCKET}) = CAST(? AS bigint) AND {tests} "
-                    "ORDER BY id DESC)" for _ in buckets]
-        params = [p for b in buckets for p in (b, *args)]
-        # The branches' order is the answer's: no parallel append, which would interleave them.
+        """The newest ``limit`` rows passing ``word_tests`` in ``buckets`` (newest first):
+        one bucket after another, in the array's order, until the limit is reached. The
+        lookup in one bucket is planned once for them all (a branch per bucket was planned
+        per branch: 33 of 78 ms for 64 buckets at 3 M torrents), and an equality on the
+        bucket, unlike a list or a range of buckets, is always looked up in the index."""
+        tests, args = word_tests
+        # The buckets' order is the answer's: no parallel plan, which could interleave them.
         conn.execute("SET max_parallel_workers_per_gather = 0")
         try:
-            rows = conn.execute(f"SELECT id FROM ({' UNION ALL '.join(branches)}) u LIMIT ?", (*params, limit))
+            rows = conn.execute(
+                "SELECT s.id FROM unnest(?::bigint[]) AS b(bucket) CROSS JOIN LATERAL "
+                f"(SELECT id FROM search WHERE (id / {self.SEARCH_BUCKET}) = b.bucket AND {tests} "
+                "ORDER BY id DESC) s LIMIT ?", (list(buckets), *args, limit))
         finally:
             if conn.healthy():
                 conn.execute("RESET max_parallel_workers_per_gather")
