@@ -701,7 +701,9 @@ class PostgresDialect(Dialect):
                 return [int(r[0]) for r in conn.execute(
                     # `id + 0`: not the primary key read backwards, which tests every row on the way
                     f"SELECT id FROM search WHERE {tests} ORDER BY id + 0 DESC LIMIT ?", (*args, window))]
-            count = min(self.BUCKETS_PER_STATEMENT, math.ceil(buckets_left))
+            # Twice the estimate: the buckets past the limit cost nothing (the lookup stops
+            # there), a statement more its round trip and plan.
+            count = min(self.BUCKETS_PER_STATEMENT, math.ceil(2 * buckets_left))
             hits += self._in_buckets(conn, in_bucket, range(bucket, max(-1, bucket - count), -1), window - len(hits))
             bucket -= count
         return hits
