@@ -190,7 +190,9 @@ func lifecycleRound(t *testing.T, retry map[string]any, how string) {
 	base := int(hashBase.Add(100))
 	for i := 0; i < 4; i++ {
 		if err := client.announce(port, hashOf(base+i), peer.port()); err != nil {
-			t.Fatal(err)
+			// What the crawler counted (answers refused, by whom) says why it was silent.
+			stats, _ := c.Stats()
+			t.Fatalf("%v; the crawler's stats: %s", err, stats.Raw)
 		}
 		client.getPeers(port, hashOf(base+50+i))
 	}

@@ -93,12 +93,14 @@ struct announcer {
         return {};
     }
 
-    void announce(std::uint16_t crawler_port, const dhtc::id20& info_hash, std::uint16_t peer_port) {
+    // get_peers for a token, then announce_peer with it: whether the crawler answered both.
+    bool try_announce(std::uint16_t crawler_port, const dhtc::id20& info_hash, std::uint16_t peer_port) {
         dhtc::id20 me;
         me.bytes.fill(0x42);
         std::string q;
         dhtc::krpc::encode_get_peers(q, {"gp", me, {}}, info_hash);
         const std::string reply = ask(crawler_port, q);
+        if (reply.empty()) return false;
         dhtc::bencode::document doc;
         REQUIRE(dhtc::bencode::decode(std::string_view(reply), doc, dhtc::krpc::packet_limits));
         dhtc::krpc::message m;
@@ -107,7 +109,11 @@ struct announcer {
         const std::string token(m.response.token);
         std::string a;
         dhtc::krpc::encode_announce_peer(a, {"ap", me, {}}, info_hash, peer_port, token, false);
-        REQUIRE_FALSE(ask(crawler_port, a).empty());
+        return !ask(crawler_port, a).empty();
+    }
+
+    void announce(std::uint16_t crawler_port, const dhtc::id20& info_hash, std::uint16_t peer_port) {
+        REQUIRE(try_announce(crawler_port, info_hash, peer_port));
     }
 };
 

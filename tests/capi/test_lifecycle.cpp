@@ -100,8 +100,15 @@ void one_cycle(const std::string& options, stop_from how, bool fetch_in_flight, 
     std::atomic<int> run_status{1};
     std::thread runner([&] { run_status = dhtc_crawler_run(w.c); });
     // The announce waits in the socket until the network thread runs.
-    if (fetch_in_flight || how == stop_from::callback)
-        client.announce(udp_port_of(w.c), peer.info_hash(), peer.local_endpoint().port);
+    if (fetch_in_flight || how == stop_from::callback) {
+        // A store that outlives the cycle (PostgreSQL) holds the hash an earlier cycle left:
+        // the crawler may lease it at once, and its gate (stop_from::callback) shut the
+        // crawler down before this announce is answered. Only that excuses silence.
+        if (!client.try_announce(udp_port_of(w.c), peer.info_hash(), peer.local_endpoint().port)) {
+            CHECK(how == stop_from::callback);
+            CHECK(dhtc_crawler_wait(w.c, 0) == DHTC_OK);
+        }
+    }
     switch (how) {
     case stop_from::host:
     case stop_from::racing_destroy: break;

@@ -293,7 +293,14 @@ class LifecycleStressTest {
             }
             case HANDLER -> {
                 c.start();
-                w.feed(round, 1); // its gate shuts down (a stopped crawler answers no more announces)
+                try {
+                    w.feed(round, 1); // its gate shuts down (a stopped crawler answers no more announces)
+                } catch (IOException e) {
+                    // The PostgreSQL store outlives the round: the crawler may lease a hash an
+                    // earlier round left, whose gate shuts it down before the feed is answered
+                    // (the failure of stop 42 and 44). Only a gate's shutdown excuses silence.
+                    if (w.gates.get() == 0 || !c.awaitShutdown(Duration.ZERO)) throw e;
+                }
                 // A failure says whether the gate ran at all, and what the crawler saw.
                 assertTrue(c.awaitShutdown(Duration.ofSeconds(20)), () -> "the gate's shutdown did not stop the crawler (gate calls: "
                         + w.gates.get() + ", errors: " + w.errors + ", stats: " + c.stats() + ")");
