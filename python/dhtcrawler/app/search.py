@@ -290,10 +290,12 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
         params: List[Any] = []
         if words:
             candidates, looked_up, unchecked = d.candidates(conn, words, window)
-            params = list(looked_up)
+            # The relevance's tests of the name (name_hits: a join of the dialect's, if any).
+            hits_join, hits_join_params, name_hits = d.name_hits(words)
+            params = [*looked_up, *hits_join_params]
             # The window's size and its oldest id ride along with each candidate (for the estimate).
             source = (f"(SELECT id, count(*) OVER () AS n, min(id) OVER () AS lo FROM ({candidates}) c) s "
-                      "JOIN torrents t ON t.id = s.id")
+                      f"JOIN torrents t ON t.id = s.id{hits_join}")
             for w in unchecked:  # each word, exactly: in the name or in a stored path
                 sql, args = d.holds(conn, w)
                 where.append(sql)
@@ -325,14 +327,13 @@ def search_page(db: Any, query: str = "", *, limit: int = 20, offset: int = 0, s
         clause = (" WHERE " + " AND ".join(where)) if where else ""
         # relevance: words found in the name, then the share of the name they cover
         if words:
-            tests = [d.contains("t.name", w) for w in words]
-            hits = " + ".join(f"CASE WHEN {sql} THEN 1 ELSE 0 END" for sql, _ in tests)
-            cover = " + ".join(f"CASE WHEN {sql} THEN ? ELSE 0 END" for sql, _ in tests)
+            hits = " + ".join(sql for sql, _ in name_hits)
+            cover = " + ".join(f"{sql} * ?" for sql, _ in name_hits)
             share = d.least("1.0", f"(0.0 + {cover}) / {d.greatest('1', 'length(t.name)')}")
             score = f"(({hits}) + {share})"
-            score_params: List[Any] = [arg for _, arg in tests]
-            for (_, arg), w in zip(tests, words):
-                score_params += [arg, len(w)]
+            score_params: List[Any] = [arg for _, args in name_hits for arg in args]
+            for (_, args), w in zip(name_hits, words):
+                score_params += [*args, len(w)]
         else:
             score, score_params = "NULL", []
         desc = "ASC" if order == "asc" else "DESC"
