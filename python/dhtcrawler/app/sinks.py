@@ -421,16 +421,12 @@ class DatabaseSink:
         parsed = self.parsed_of(r) or {}
         if not self.rules:
             return (*map(parsed.get, PARSED_COLUMNS), None)
-        parsed = dict(parsed)
-        hidden = None
-        if self.rules:
-            verdict = self.rules.judge(r["name"], r["files"], r["total_size"], parsed)
-            if verdict.dropped:
-                raise Dropped(verdict)
-            if verdict.tags:
-                parsed["tags"] = merge_tags(parsed.get("tags"), verdict.tags)
-            hidden = 1 if verdict.hidden else None
-        return (*(parsed.get(c) for c in PARSED_COLUMNS), hidden)
+        verdict = self.rules.judge(r["name"], r["files"], r["total_size"], parsed)
+        if verdict.dropped:
+            raise Dropped(verdict)
+        if verdict.tags:
+            parsed = {**parsed, "tags": merge_tags(parsed.get("tags"), verdict.tags)}
+        return (*map(parsed.get, PARSED_COLUMNS), 1 if verdict.hidden else None)
 
     def _insert(self, r: dict) -> int:
         conn, d = self._conn, self._conn.dialect
