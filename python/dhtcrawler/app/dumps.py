@@ -326,7 +326,8 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
     key, dropped ones included (a crawl does not fetch them either), is marked done there. ``progress(read)`` is called after
     each batch. Torrents whose lines carried no (valid) parsed fields are parsed at the end,
     in batches (backfill.py; ``parse_progress(done, left)``), unless ``parse`` is False (then
-    ``dhtcrawler reparse`` does it)."""
+    ``dhtcrawler reparse`` does it). Last, the search index is settled (Dialect.settle_search:
+    on SQLite, merged into one segment when the import wrote a tenth of it or more)."""
     from .backfill import backfill
 
     import time
@@ -379,6 +380,8 @@ def import_files(db: Union[str, Database], paths: List[str], *, refetch: bool = 
         if parse:
             counts["parsed"] = backfill(sink, progress=parse_progress)
         with sink.lock:
+            top = int(conn.value("SELECT coalesce(max(id), 0) FROM torrents"))
+            conn.dialect.settle_search(conn, counts["new"] / max(1, top))
             conn.dialect.analyze(conn)
     finally:
         sink.close()

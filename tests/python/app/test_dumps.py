@@ -228,6 +228,42 @@ def test_batched_import_merges_across_batches_and_keeps_lines_before_a_bad_one(t
     assert S.stats(fresh)["torrents"] == 3
 
 
+def _segments(path) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT count(DISTINCT segid) FROM search_idx").fetchone()[0]
+
+
+def test_an_import_leaves_sqlites_search_index_in_one_segment(tmp_path, crawled, monkeypatch):
+    """Each transaction of an import writes a segment of the search index, which every
+    lookup reads apart: an import that wrote a tenth of the index or more merges them into
+    one, step by step, and every torrent is still found. A smaller one leaves them."""
+    from dhtcrawler.app import dumps
+    from dhtcrawler.app.db.dialect import SqliteDialect
+
+    monkeypatch.setattr(dumps, "IMPORT_BATCH", 1)
+    monkeypatch.setattr(SqliteDialect, "bulk_transaction_secs", 0.0)  # a transaction a torrent
+    monkeypatch.setattr(SqliteDialect, "MERGE_STEP_PAGES", 1)  # a merge of several steps
+    dump = str(tmp_path / "dump.jsonl")
+    assert run_cli("export", "--db", crawled, "-o", dump).returncode == 0
+    unsettled = str(tmp_path / "unsettled.sqlite")
+    with monkeypatch.context() as m:
+        m.setattr(SqliteDialect, "settle_search", lambda self, conn, share: None)
+        dumps.import_files(unsettled, [dump])
+    assert _segments(unsettled) > 1  # what the merge is for
+    conn = Database(unsettled).connect()
+    try:
+        SqliteDialect().settle_search(conn, 0.05)  # a twentieth of the index: left to automerge
+    finally:
+        conn.close()
+    assert _segments(unsettled) > 1
+    settled = str(tmp_path / "settled.sqlite")
+    assert dumps.import_files(settled, [dump])["new"] == len(CORPUS)
+    assert _segments(settled) == 1
+    assert everything(settled) == everything(crawled)
+    for t in CORPUS:
+        assert t.name in [r["name"] for r in S.search(settled, t.name)[1]]
+
+
 def test_batches_left_early_close_without_handing_out_another():
     """An import that stops while writing a batch (an error, Ctrl-C) closes its batches:
     the generator ends there, where handing out the partial batch was a RuntimeError
