@@ -801,7 +801,7 @@ class PostgresDialect(Dialect):
         conn.execute("SET synchronous_commit = off")
         # The search index's new rows merged in bulk, 4 MB at a time (the server's default;
         # a connection's is 256 kB: postgres.connect), and the list flushed at the end
-        # (analyze()).
+        # (settle_search()).
         conn.execute("SET gin_pending_list_limit = '4MB'")
         try:
             yield
