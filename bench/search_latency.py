@@ -69,7 +69,7 @@ def build(path: str, n: int, rng: random.Random, vocab: list, weights: list) -> 
                          "num_files, piece_length, private, metadata_size, first_seen, last_seen, peer, times_seen) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", torrents)
         conn.executemany("INSERT INTO files(torrent, idx, path, size) VALUES (?, ?, ?, ?)", files)
-        conn.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", docs)
+        conn.dialect.index_torrents(conn, docs)  # the search index and the word index (schema 9)
         conn.executemany("INSERT OR IGNORE INTO hashes(hash, torrent) VALUES (?, ?)", hashes)
         conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

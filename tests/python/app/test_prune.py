@@ -106,6 +106,9 @@ def test_older_than_removes_what_the_dry_run_listed(db):
     assert conn.execute("SELECT count(*) FROM hashes WHERE torrent NOT IN (SELECT id FROM torrents)").fetchone() == (0,)
     assert conn.execute("SELECT count(*) FROM files WHERE torrent NOT IN (SELECT id FROM torrents)").fetchone() == (0,)
     conn.execute("INSERT INTO search(search, rank) VALUES ('integrity-check', 0)")
+    # and so did the word index (every torrent of the corpus holds "corpus")
+    conn.execute("INSERT INTO words(words, rank) VALUES ('integrity-check', 0)")
+    assert {r for (r,) in conn.execute("SELECT rowid FROM words WHERE words MATCH 'corpus'")} == ids
     conn.close()
     for word in ("prune corpus", "torrent 045", "track 03 of torrent number 31", "flac"):
         assert index_hits(db, word) <= ids, word

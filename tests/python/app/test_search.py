@@ -388,6 +388,50 @@ def test_a_trigram_in_most_torrents_is_checked_not_looked_up(tmp_path):
     assert S.search(path, "the thing")[0] == SQLITE.TRIGRAM_PROBE + 50
 
 
+def test_the_word_index_answers_as_the_trigram_index_does(tmp_path):
+    """A new SQLite database keeps a word index (schema.py) where a word of ASCII letters and
+    digits is looked up: absent at once, a substring of the words holding it, a common one
+    only checked. Every query answers as through the trigram index alone."""
+    from dhtcrawler.app.db.dialect import SQLITE
+
+    path = str(tmp_path / "w.sqlite")
+    sink = SqliteSink(path)
+    extra = [make("Some.Movie.2024.1080p.WEB-DL", [("Some.Movie.2024.1080p.mkv", 10)]),
+             make("ZebraFish documentary", [("foo_bar_baz.txt", 1), ("notes/caféteria menu.pdf", 2)]),
+             make("superlongwordabcdef", [("x.bin", 1)]),
+             *(make(f"common form com{i:02d}x", [(f"f{i}.bin", 1)]) for i in range(SQLITE.WORD_FORMS + 6))]
+    for t in CORPUS + extra:
+        sink.add(t)
+    sink.close()
+    queries = ["ebrafi", "ZEBRA fish", "zebrafish documentary", "qqqzzz", "zebra qqqzzz", "movie 2024", "1080p",
+               "movie.2024", "web-dl", "bar_baz", "barbaz", "foo", "caf", "caféteria", "feteri", "longwordabc",
+               "com", "com 05x", "common com", "ubuntu desktop", "ubuntu", "часть", "東京の夜", "夜景", "a", "24",
+               '"field recordings"', "owl flac", "setup", "sha256sums", "amd64 iso"]
+
+    def answers(words_on: int) -> list:
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE words_state SET complete = ?", (words_on,))
+        return [(q, S.search(path, q, limit=200)[0], sorted(names(S.search(path, q, limit=200)))) for q in queries]
+
+    through_trigrams = answers(0)
+    assert answers(1) == through_trigrams
+    assert dict((q, n) for q, n, _ in through_trigrams)["ebrafi"] == 1  # the queries do find things
+    with sqlite3.connect(path) as c:
+        conn = wrap(c)
+
+        def looked_up_in(query: str, window: int = 1000) -> str:
+            sql, _args, _checked = SQLITE.candidates(conn, S.query_words(query), window)
+            return "words" if "FROM words" in sql else "trigrams"
+
+        assert looked_up_in("ebrafi") == "words" and looked_up_in("qqqzzz zebra") == "words"
+        assert looked_up_in("com") == "trigrams"       # in more than WORD_FORMS words: only checked
+        # Beside a word left out, the others' candidates are taken only when they do not fill
+        # the window (the trigram index narrows by the word left out too).
+        assert looked_up_in("form com") == "words" and looked_up_in("form com", window=10) == "trigrams"
+        assert looked_up_in("movie.2024") == "trigrams"  # across punctuation: no one word holds it
+        assert looked_up_in("часть") == "trigrams"       # not ASCII: folded cases the vocabulary may not share
+
+
 def test_facets_count_each_value_of_the_served_torrents(tmp_path):
     """The facets, from one pass over the table, are each column's own counts: hidden
     torrents and missing values left out, the most common first (years: newest first)."""

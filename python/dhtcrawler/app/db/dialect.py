@@ -312,6 +312,13 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+#: How the word index (schema.py's ``words``) cuts a torrent's text into words: runs of
+#: letters, digits and private-use characters, case-folded, accents kept. A query word of
+#: ASCII letters and digits that occurs in the text occurs inside one of them: it holds no
+#: character that ends a run, and folding leaves ASCII letters lower-cased.
+WORD_TOKENIZER = "unicode61 remove_diacritics 0"
+
+
 def fts_match(words: List[str], trigram: bool, common: Any = None) -> Optional[str]:
     """The FTS5 MATCH expression that finds the candidates, or None (no word the index can
     look up). With trigram (detail=none: no positions) a word is the AND of trigrams that
@@ -385,7 +392,8 @@ ANALYSIS_LIMIT = 10_000
 BULK_CACHE_KIB = 256 * 1024
 
 # The tables whose pages are the torrents' (prune --max-size).
-_TORRENT_TABLES = "name IN ('torrents', 'files', 'hashes') OR name LIKE 'torrents_by_%' OR name LIKE 'search%'"
+_TORRENT_TABLES = ("name IN ('torrents', 'files', 'hashes') OR name LIKE 'torrents_by_%' OR name LIKE 'search%' "
+                   "OR name LIKE 'words%' OR name LIKE 'vocab%' OR name = 'sqlite_autoindex_vocab_1'")
 
 
 class SqliteDialect(Dialect):
@@ -486,10 +494,64 @@ class SqliteDialect(Dialect):
 
     def candidates(self, conn: "Connection", words: List[str],
                    window: Optional[int]) -> Tuple[str, List[Any], List[str]]:
+        if self._has_words(conn):
+            found = self._in_words(conn, words, window)
+            if found is not None:
+                return found
         match = fts_match(words, self.tokenizer(conn) == "trigram", lambda terms: self._rarer(conn, terms))
         if match is not None:  # trigram: a superset (no positions); unicode61: whole words
             return f"SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{_cap(window)}", [match], words
         return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], words  # only short words
+
+    #: A query word held by more distinct words of the vocabulary than this is common: it is
+    #: only checked on the candidates, not looked up in the word index.
+    WORD_FORMS = 64
+
+    def _has_words(self, conn: "Connection") -> bool:
+        """Whether the word index is there and holds every torrent (schema.py)."""
+        return bool(conn.value("SELECT count(*) FROM sqlite_master WHERE name = 'words_state'")
+                    and conn.value("SELECT complete FROM words_state"))
+
+    def _in_words(self, conn: "Connection", words: List[str],
+                  window: Optional[int]) -> Optional[Tuple[str, List[Any], List[str]]]:
+        """The candidates from the word index, or None when no word can be looked up there.
+
+        The trigram index proves a word absent, or finds its few matches, only by reading
+        the doclists of its trigrams from end to end, and those grow with the table (a word
+        in no torrent: 30 ms at 10 M). The vocabulary is small: a word of ASCII letters and
+        digits (3 or more) is looked up there, as a substring of the distinct words that hold
+        it. None of them: nothing matches. A few: the torrents holding any of them are the
+        word's candidates, a superset of its matches (each is still checked, holds()). Many
+        (WORD_FORMS): the word is common, and only checked.
+
+        A word left out here (common, or not of ASCII letters and digits) narrows nothing,
+        where the trigram index would intersect its trigrams: when the others' candidates
+        fill the window, the trigram index is asked instead (else totals the trigrams found
+        exact would become estimates)."""
+        groups: List[List[str]] = []
+        left_out = False
+        for word in words:
+            w = word.lower()
+            if len(w) < 3:
+                continue  # no trigram either: checked on the candidates on both paths
+            if not (w.isascii() and w.isalnum()):
+                left_out = True
+                continue
+            forms = [f for (f,) in conn.execute("SELECT word FROM vocab_search WHERE vocab_search MATCH ? LIMIT ?",
+                                                (_quote(w), self.WORD_FORMS + 1))]
+            if not forms:
+                return "SELECT rowid AS id FROM words WHERE 0", [], words
+            if len(forms) > self.WORD_FORMS:
+                left_out = True
+            else:
+                groups.append(forms)
+        if not groups:
+            return None
+        match = " AND ".join("(" + " OR ".join(_quote(f) for f in forms) + ")" for forms in groups)
+        lookup = f"SELECT rowid AS id FROM words WHERE words MATCH ? ORDER BY rowid DESC{_cap(window)}"
+        if left_out and window is not None and int(conn.value(f"SELECT count(*) FROM ({lookup})", (match,))) >= window:
+            return None
+        return lookup, [match], words
 
     def _rarer(self, conn: "Connection", terms: List[str]) -> List[str]:
         """``terms`` less the common ones (COMMON_TRIGRAM_SHARE), the rarest kept when every
@@ -524,15 +586,20 @@ class SqliteDialect(Dialect):
             return
         torrents = int(conn.value("SELECT coalesce(max(id), 0) FROM torrents"))
         steps = 10 + int(2 * torrents * self.INDEX_PAGES_PER_TORRENT / self.MERGE_STEP_PAGES)
+        for table in ("search", "words") if self._has_words(conn) else ("search",):
+            self._merge_segments(conn, table, steps)
+
+    def _merge_segments(self, conn: "Connection", table: str, steps: int) -> None:
+        """Merges the FTS5 table's segments into one, at most ``steps`` steps."""
         for _ in range(steps):
-            if int(conn.value("SELECT count(DISTINCT segid) FROM search_idx")) <= 1:
+            if int(conn.value(f"SELECT count(DISTINCT segid) FROM {table}_idx")) <= 1:
                 return
             # The structure record (FTS5's row 10) tells an idle step from one that worked:
             # SQLite 3.40 counts even an idle 'merge' as a change.
-            before = conn.value("SELECT block FROM search_data WHERE id = 10")
+            before = conn.value(f"SELECT block FROM {table}_data WHERE id = 10")
             with conn.transaction():
-                conn.execute("INSERT INTO search(search, rank) VALUES ('merge', ?)", (-self.MERGE_STEP_PAGES,))
-            if conn.value("SELECT block FROM search_data WHERE id = 10") == before:
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (-self.MERGE_STEP_PAGES,))
+            if conn.value(f"SELECT block FROM {table}_data WHERE id = 10") == before:
                 return
 
     def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
@@ -542,10 +609,24 @@ class SqliteDialect(Dialect):
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
         conn.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", texts)
+        if self._has_words(conn):
+            conn.executemany("INSERT INTO words(rowid, text) VALUES (?, ?)", texts)
+            # The batch's words, as the word index's tokenizer makes them, come from a scratch
+            # index of the batch (tokenizing in Python cost twice as much: 12 µs a torrent).
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.batch_words USING fts5(text, content='', "
+                         f"detail=none, tokenize='{WORD_TOKENIZER}')")
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.batch_terms USING fts5vocab(temp, batch_words, row)")
+            conn.executemany("INSERT INTO temp.batch_words(text) VALUES (?)", [(text,) for _, text in texts])
+            conn.execute("INSERT OR IGNORE INTO vocab(word) SELECT term FROM temp.batch_terms WHERE length(term) >= 3")
+            conn.execute("INSERT INTO temp.batch_words(batch_words) VALUES ('delete-all')")
 
     def unindex_torrent(self, conn: "Connection", torrent_id: int, text: str) -> None:
-        # The index is contentless: an entry is deleted by giving the text it was written with.
+        # The indexes are contentless: an entry is deleted by giving the text it was written
+        # with. The vocabulary keeps the torrent's words: a word no torrent holds any more
+        # finds no candidate.
         conn.execute("INSERT INTO search(search, rowid, text) VALUES ('delete', ?, ?)", (torrent_id, text))
+        if self._has_words(conn):
+            conn.execute("INSERT INTO words(words, rowid, text) VALUES ('delete', ?, ?)", (torrent_id, text))
 
     def tokenizer(self, conn: "Connection") -> str:
         row = conn.one("SELECT sql FROM sqlite_master WHERE name = 'search'")
@@ -571,6 +652,8 @@ class SqliteDialect(Dialect):
         segments: FTS5 records a deletion as a marker, and only a merge drops the entries."""
         try:
             conn.execute("INSERT INTO search(search) VALUES ('optimize')")
+            if self._has_words(conn):
+                conn.execute("INSERT INTO words(words) VALUES ('optimize')")
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .dialect import FTS_OPTIONS, Dialect, Index, PostgresDialect
+from .dialect import FTS_OPTIONS, FTS_TOKENIZER, WORD_TOKENIZER, Dialect, Index, PostgresDialect
 from .migrations import Migration
 
 COMPONENT = "torrents"
@@ -313,6 +313,25 @@ PARSED_NAMES = Migration(
     postgresql=("ALTER TABLE torrents " + ", ".join(f"ADD COLUMN {name} {pg}" for name, _lite, pg in _PARSED_COLUMNS),
                 *_PARSED_INDEXES))
 
+# SQLite's word index (SqliteDialect.candidates): a word that is rare or absent is found
+# without reading every torrent's trigrams. `words` tells which torrents hold each word
+# (the search index's text cut into words: dialect.WORD_TOKENIZER; contentless,
+# detail=none, rowid = torrents.id). `vocab` holds each distinct word of 3 characters or
+# more once, as `words` keeps it, and `vocab_search` finds the words holding a substring
+# (trigram, with positions: the vocabulary is small). It is kept only when it can be
+# complete: in a database that had no torrent yet when it got these tables, on a SQLite with
+# the trigram tokenizer (words_state.complete); an older database searches as before.
+_SQLITE_WORDS = (
+    "CREATE TABLE vocab (id INTEGER PRIMARY KEY, word TEXT NOT NULL UNIQUE)",
+    "CREATE VIRTUAL TABLE vocab_search USING fts5(word, content='vocab', content_rowid='id', "
+    "tokenize='{vocab_tokenizer}')",
+    "CREATE TRIGGER vocab_searchable AFTER INSERT ON vocab BEGIN "
+    "INSERT INTO vocab_search(rowid, word) VALUES (new.id, new.word); END",
+    "CREATE VIRTUAL TABLE words USING fts5(text, content='', detail=none, tokenize='{word_tokenizer}')",
+    "CREATE TABLE words_state (complete INTEGER NOT NULL)",
+    "INSERT INTO words_state SELECT {has_trigram} AND NOT EXISTS (SELECT 1 FROM torrents)",
+)
+
 MIGRATIONS: Sequence[Migration] = (
     *_joined(_SQLITE, _POSTGRESQL),
     Migration("PostgreSQL in SQLite's shape: an integer id, binary hashes, unknown fields NULL",
@@ -325,6 +344,7 @@ MIGRATIONS: Sequence[Migration] = (
     PARSED_NAMES,
     Migration("PostgreSQL: search by recency, the trigram index bucketed by id (built online)", sqlite=(),
               postgresql=_PG_RECENT_SEARCH, transactional=False),
+    Migration("SQLite: a word index beside the trigram one (new databases)", sqlite=_SQLITE_WORDS, postgresql=()),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -340,4 +360,7 @@ def readable_from(dialect: Dialect) -> int:
 
 def prepare(step: str) -> str:
     """Fills in what depends on the SQLite library (the search index's tokenizer)."""
-    return step.replace("{fts_options}", FTS_OPTIONS)
+    trigram = FTS_TOKENIZER == "trigram"
+    return (step.replace("{fts_options}", FTS_OPTIONS)
+            .replace("{vocab_tokenizer}", "trigram" if trigram else "unicode61")
+            .replace("{has_trigram}", "1" if trigram else "0").replace("{word_tokenizer}", WORD_TOKENIZER))
