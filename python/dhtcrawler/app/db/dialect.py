@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -313,10 +314,54 @@ def _quote(term: str) -> str:
 
 
 #: How the word index (schema.py's ``words``) cuts a torrent's text into words: runs of
-#: letters, digits and private-use characters, case-folded, accents kept. A query word of
-#: ASCII letters and digits that occurs in the text occurs inside one of them: it holds no
-#: character that ends a run, and folding leaves ASCII letters lower-cased.
+#: letters, digits and private-use characters, case-folded, accents kept.
 WORD_TOKENIZER = "unicode61 remove_diacritics 0"
+
+
+def in_vocabulary(word: str) -> bool:
+    """Whether the word index finds every torrent that holds ``word`` (as holds() tests it),
+    so that the word can be looked up there.
+
+    An occurrence of the word must lie inside one word of the index, folded as the index
+    folds it. A word of ASCII letters and digits does (LIKE folds only ASCII, the index
+    lower-cases ASCII). Another word of letters and digits does when each of its letters,
+    and every character GLOB's case class lets stand for it (its upper cases), is a word
+    character the index folds to the same one letter: Cyrillic and Greek do, a letter whose
+    capital folds elsewhere does not. A word holds() tests in Python (dhtc_has) does not."""
+    w = word.lower()
+    if len(w) < 3 or not w.isalnum():
+        return False
+    if w.isascii():
+        return True
+    if glob_contains(w) is None:
+        return False
+    for c in set(w):
+        folded = _folded(c)
+        if folded is None or len(folded) != 1 or _folded(folded) != folded:
+            return False
+        if any(_folded(upper) != folded for upper in _upper_of().get(c, ())):
+            return False
+    return True
+
+
+_FOLD_PROBE: Optional[sqlite3.Connection] = None
+_FOLD_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=4096)
+def _folded(char: str) -> Optional[str]:
+    """What the word index keeps of ``char`` alone (WORD_TOKENIZER, asked of SQLite itself):
+    its folded form, or None when it is no word character."""
+    global _FOLD_PROBE
+    with _FOLD_LOCK:
+        if _FOLD_PROBE is None:
+            _FOLD_PROBE = sqlite3.connect(":memory:", check_same_thread=False)
+            _FOLD_PROBE.execute(f"CREATE VIRTUAL TABLE probe USING fts5(text, tokenize='{WORD_TOKENIZER}')")
+            _FOLD_PROBE.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, row)")
+        _FOLD_PROBE.execute("DELETE FROM probe")
+        _FOLD_PROBE.execute("INSERT INTO probe(text) VALUES (?)", (char,))
+        terms = [t for (t,) in _FOLD_PROBE.execute("SELECT term FROM probe_terms")]
+    return terms[0] if len(terms) == 1 else None
 
 
 def fts_match(words: List[str], trigram: bool, common: Any = None) -> Optional[str]:
@@ -518,13 +563,14 @@ class SqliteDialect(Dialect):
 
         The trigram index proves a word absent, or finds its few matches, only by reading
         the doclists of its trigrams from end to end, and those grow with the table (a word
-        in no torrent: 30 ms at 10 M). The vocabulary is small: a word of ASCII letters and
-        digits (3 or more) is looked up there, as a substring of the distinct words that hold
-        it. None of them: nothing matches. A few: the torrents holding any of them are the
-        word's candidates, a superset of its matches (each is still checked, holds()). Many
-        (WORD_FORMS): the word is common, and only checked.
+        in no torrent: 30 ms at 10 M). The vocabulary is small: a word it can answer for
+        (in_vocabulary(): letters and digits, 3 or more) is looked up there, as a substring
+        of the distinct words that hold it. None of them: nothing matches. A few: the
+        torrents holding any of them are the word's candidates, a superset of its matches
+        (each is still checked, holds()). Many (WORD_FORMS): the word is common, and only
+        checked.
 
-        A word left out here (common, or not of ASCII letters and digits) narrows nothing,
+        A word left out here (common, or not one in_vocabulary() takes) narrows nothing,
         where the trigram index would intersect its trigrams: when the others' candidates
         fill the window, the trigram index is asked instead (else totals the trigrams found
         exact would become estimates)."""
@@ -534,7 +580,7 @@ class SqliteDialect(Dialect):
             w = word.lower()
             if len(w) < 3:
                 continue  # no trigram either: checked on the candidates on both paths
-            if not (w.isascii() and w.isalnum()):
+            if not in_vocabulary(w):
                 left_out = True
                 continue
             forms = [f for (f,) in conn.execute("SELECT word FROM vocab_search WHERE vocab_search MATCH ? LIMIT ?",
