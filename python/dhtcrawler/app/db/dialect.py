@@ -557,6 +557,11 @@ class SqliteDialect(Dialect):
         return bool(conn.value("SELECT count(*) FROM sqlite_master WHERE name = 'words_state'")
                     and conn.value("SELECT complete FROM words_state"))
 
+    def _fts_tables(self, conn: "Connection") -> Tuple[str, ...]:
+        """The FTS5 tables that index each torrent's text: the search index, and the word
+        index when it is kept."""
+        return ("search", "words") if self._has_words(conn) else ("search",)
+
     def _in_words(self, conn: "Connection", words: List[str],
                   window: Optional[int]) -> Optional[Tuple[str, List[Any], List[str]]]:
         """The candidates from the word index, or None when no word can be looked up there.
@@ -632,7 +637,7 @@ class SqliteDialect(Dialect):
             return
         torrents = int(conn.value("SELECT coalesce(max(id), 0) FROM torrents"))
         steps = 10 + int(2 * torrents * self.INDEX_PAGES_PER_TORRENT / self.MERGE_STEP_PAGES)
-        for table in ("search", "words") if self._has_words(conn) else ("search",):
+        for table in self._fts_tables(conn):
             self._merge_segments(conn, table, steps)
 
     def _merge_segments(self, conn: "Connection", table: str, steps: int) -> None:
@@ -654,9 +659,10 @@ class SqliteDialect(Dialect):
         return list(range(top + 1, top + 1 + n))
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
-        conn.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", texts)
-        if self._has_words(conn):
-            conn.executemany("INSERT INTO words(rowid, text) VALUES (?, ?)", texts)
+        tables = self._fts_tables(conn)
+        for table in tables:
+            conn.executemany(f"INSERT INTO {table}(rowid, text) VALUES (?, ?)", texts)
+        if "words" in tables:
             # The batch's words, as the word index's tokenizer makes them, come from a scratch
             # index of the batch (tokenizing in Python cost twice as much: 12 µs a torrent).
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.batch_words USING fts5(text, content='', "
@@ -670,9 +676,8 @@ class SqliteDialect(Dialect):
         # The indexes are contentless: an entry is deleted by giving the text it was written
         # with. The vocabulary keeps the torrent's words: a word no torrent holds any more
         # finds no candidate.
-        conn.execute("INSERT INTO search(search, rowid, text) VALUES ('delete', ?, ?)", (torrent_id, text))
-        if self._has_words(conn):
-            conn.execute("INSERT INTO words(words, rowid, text) VALUES ('delete', ?, ?)", (torrent_id, text))
+        for table in self._fts_tables(conn):
+            conn.execute(f"INSERT INTO {table}({table}, rowid, text) VALUES ('delete', ?, ?)", (torrent_id, text))
 
     def tokenizer(self, conn: "Connection") -> str:
         row = conn.one("SELECT sql FROM sqlite_master WHERE name = 'search'")
@@ -697,9 +702,8 @@ class SqliteDialect(Dialect):
         """Shrinks the file to its pages in use. The search index first merges its
         segments: FTS5 records a deletion as a marker, and only a merge drops the entries."""
         try:
-            conn.execute("INSERT INTO search(search) VALUES ('optimize')")
-            if self._has_words(conn):
-                conn.execute("INSERT INTO words(words) VALUES ('optimize')")
+            for table in self._fts_tables(conn):
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return True

@@ -359,7 +359,7 @@ def readable_from(dialect: Dialect) -> int:
 
 
 def prepare(step: str) -> str:
-    """Fills in what depends on the SQLite library (the search index's tokenizer)."""
+    """Fills in what depends on the SQLite library (the tokenizers of the search and word indexes)."""
     trigram = FTS_TOKENIZER == "trigram"
     return (step.replace("{fts_options}", FTS_OPTIONS)
             .replace("{vocab_tokenizer}", "trigram" if trigram else "unicode61")
