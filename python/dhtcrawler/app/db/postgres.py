@@ -92,6 +92,26 @@ def _copy_field(value: Any) -> str:
     return str(value)
 
 
+#: Settings every connection gets unless its connection string's options set them.
+SESSION_DEFAULTS = (
+    # The planner's cost of a random page read, as for a database on SSD or in memory
+    # (PostgreSQL's default, 4, is a spinning disk's): otherwise it joins a search's 10,000
+    # candidates by scanning the whole torrents table (87 ms at 1 M) rather than looking
+    # each up (23 ms).
+    ("random_page_cost", "1.1"),
+    # New rows of a GIN index wait in its pending list, which every lookup in the index
+    # reads whole, once per bucket of a search (PostgresDialect.candidates): at the default
+    # 4 MB, up to 3 ms a bucket (1 M torrents). A crawl's sink, inserting a few rows a
+    # second, flushes its list at 256 kB; a bulk import sets it back (PostgresDialect.bulk).
+    ("gin_pending_list_limit", "256"),
+    # The memory of a bitmap of the rows an index finds before it turns lossy (whole pages,
+    # every row of which is tested again): 4 MB by default, about 58,000 pages. A lossy
+    # bitmap from the word index tests each row's words again (dhtc_words, ~20 µs a row:
+    # 63 s for two dense words at 10 M torrents); 32 MB keeps 460,000 pages exact.
+    ("work_mem", "32MB"),
+)
+
+
 class PgDriver:
     """One connection in autocommit mode (transactions are explicit ``BEGIN``/``COMMIT``
     statements), used from one thread at a time (the caller locks)."""
@@ -119,19 +139,11 @@ class PgDriver:
         # where psycopg would otherwise hand back bytes.
         if "client_encoding" not in given:
             extra["client_encoding"] = "utf8"
-        # The planner's cost of a random page read, as for a database on SSD or in memory
-        # (PostgreSQL's default, 4, is a spinning disk's): otherwise it joins a search's
-        # 10,000 candidates by scanning the whole torrents table (87 ms at 1 M) rather than
-        # looking each up (23 ms). A value in the connection string's options wins.
-        if "random_page_cost" not in given.get("options", ""):
-            extra["options"] = (given.get("options", "") + " -c random_page_cost=1.1").strip()
-        # New rows of a GIN index wait in its pending list, which every lookup in the index
-        # reads whole, once per bucket of a search (PostgresDialect.candidates): at the
-        # default 4 MB, up to 3 ms a bucket (1 M torrents). A crawl's sink, inserting a few
-        # rows a second, flushes its list at 256 kB; a bulk import sets it back
-        # (PostgresDialect.bulk). A value in the connection string's options wins.
-        if "gin_pending_list_limit" not in given.get("options", ""):
-            extra["options"] = (extra.get("options", given.get("options", "")) + " -c gin_pending_list_limit=256").strip()
+        options = given.get("options", "")
+        for name, value in SESSION_DEFAULTS:
+            if name not in options:  # a value in the connection string's options wins
+                options += f" -c {name}={value}"
+        extra["options"] = options.strip()
         try:
             self._conn = psycopg.connect(self._conninfo, autocommit=True, **extra)
         except psycopg.Error as e:
