@@ -327,6 +327,7 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
             assert S.stats(sink)["tokenizer"] == "pg_trgm"
             monkeypatch.setattr(PostgresDialect, "SEARCH_BUCKET", 4)
             monkeypatch.setattr(PostgresDialect, "BUCKETS_PER_STATEMENT", 3)
+            monkeypatch.setattr(PostgresDialect, "_in_words", lambda *_: None)  # buckets, not the word index
             for query in ("common", "fifth", "rarest", "common fifth"):
                 full = S.search_page(sink, query, window=None, sort="first_seen", limit=1000)
                 for window in (1, 5, 7, 100):
@@ -435,6 +436,73 @@ def test_the_word_index_answers_as_the_trigram_index_does(tmp_path):
         assert looked_up_in("часть") == "words" and looked_up_in("οδος") == "words"  # folded alike everywhere
         assert looked_up_in("ԩԩԩ") == "trigrams"  # its capital (Ԩ) GLOB takes, this SQLite's index does not fold
         assert looked_up_in("𠀀𠀁𠀂") == "trigrams"  # outside the BMP: tested in Python (dhtc_has)
+
+
+def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
+    """PostgreSQL's word index (schema 10) looks up a word of letters and digits as the words
+    holding it: absent at once, a substring inside a word, pieces of a word longer than 200
+    characters; a word with ASCII punctuation, or longer than 100, is not looked up, and a
+    common one is only tested. Every query answers as the trigram index does. The vocabulary
+    is kept by the trigger, and filled again by the migration's backfill."""
+    from dhtcrawler.app.db.dialect import PostgresDialect, pg_words
+    from dhtcrawler.sinks import PostgresSink
+
+    long_run = "長" * 190 + "境界語" + "長" * 150  # the word crosses the first piece's end
+    extra = [make("Some.Movie.2024.1080p.WEB-DL", [("Some.Movie.2024.1080p.mkv", 10)]),
+             make("ZebraFish documentary", [("foo_bar_baz.txt", 1), ("notes/caféteria menu.pdf", 2)]),
+             make("Zebras at dusk", [("zebra-herd.mkv", 1)]),
+             make("superlongwordabcdef " + "w" * 120, [("x.bin", 1)]),
+             make("Ελληνικά ΟΔΟΣ 【字幕】kыш", [(long_run + ".txt", 1)]),
+             *(make(f"common form com{i:02d}x", [(f"f{i}.bin", 1)]) for i in range(PostgresDialect.WORD_FORMS + 6))]
+    queries = ["ebrafi", "ZEBRA fish", "zebrafish documentary", "qqqzzz", "zebra qqqzzz", "zebra", "zebra herd",
+               "movie 2024", "1080p", "movie.2024", "web-dl", "bar_baz", "barbaz", "foo", "caf", "caféteria", "feteri",
+               "longwordabc", "com", "com 05x", "common com", "ubuntu desktop", "ubuntu", "часть", "東京の夜", "夜景", "a",
+               "24", '"field recordings"', "owl flac", "setup", "sha256sums", "amd64 iso", "москва", "οδος", "ελληνικά",
+               "字幕", "【字幕】", "境界語", "長境界語長", "w" * 100, "w" * 101, "東京タワー"]
+    with pg_schema_uri("words") as uri:
+        sink = PostgresSink(uri)
+        try:
+            for t in CORPUS + extra:
+                sink.add(t)
+            def answers(db) -> list:
+                return [(q, S.search(db, q, limit=200)[0], sorted(names(S.search(db, q, limit=200)))) for q in queries]
+
+            def looked_up_in(db, query: str) -> str:
+                conn = db.connection
+                sql, _args, _checked = conn.dialect.candidates(conn, S.query_words(query), 1000)
+                return "words" if "dhtc_words" in sql or "false" in sql else "buckets"
+
+            conn = sink.connection
+            through_words = answers(sink)
+            found = dict((q, n) for q, n, _ in through_words)  # the queries do find things
+            assert found["境界語"] == 1 and found["zebra"] == 2 and found["ebrafi"] == 1
+            assert looked_up_in(sink, "ebrafi") == "words" and looked_up_in(sink, "qqqzzz zebra") == "words"
+            assert looked_up_in(sink, "境界語") == "words" and looked_up_in(sink, "w" * 100) == "words"
+            assert looked_up_in(sink, "com") == "buckets"         # in more than WORD_FORMS words: only tested
+            assert looked_up_in(sink, "movie.2024") == "buckets"  # across punctuation: no one word holds it
+            assert looked_up_in(sink, "w" * 101) == "buckets"     # longer than a piece's overlap
+            assert conn.value("SELECT count(*) FROM vocab WHERE word = 'zebrafish'") == 1  # the trigger's
+            # The words a writer sends are the server's own cut of the text.
+            for (text,) in conn.execute("SELECT text FROM search") + [("",), (".. a1b2,c-d " + long_run + "!",)]:
+                assert conn.value("SELECT dhtc_words(?) = string_to_array(?, ' ')", (text, pg_words(text))), text
+            with monkeypatch.context() as m:
+                m.setattr(PostgresDialect, "_in_words", lambda *_: None)
+                assert answers(sink) == through_words
+            # Rows without the words (a writer older than schema 10) are cut by the server.
+            conn.execute("UPDATE search SET words = NULL")
+            assert answers(sink) == through_words
+            # A database that held torrents before version 10: the migration fills the vocabulary.
+            conn.execute("DROP INDEX vocab_trgm")
+            conn.execute("TRUNCATE vocab")
+            conn.execute("UPDATE schema_migrations SET version = 9 WHERE component = 'torrents'")
+        finally:
+            sink.close()
+        again = PostgresSink(uri)
+        try:
+            assert again.schema_version_found == 9
+            assert answers(again) == through_words and looked_up_in(again, "ebrafi") == "words"
+        finally:
+            again.close()
 
 
 def test_facets_count_each_value_of_the_served_torrents(tmp_path):

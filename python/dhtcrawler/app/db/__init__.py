@@ -68,6 +68,9 @@ class Connection:
         self._driver = driver
         self._owned = owned
         self._depth = 0  # transactions open (nested ones join the outermost)
+        #: What the dialect keeps between statements of this connection (the word index's
+        #: statistics), by name.
+        self.memo: Dict[str, Any] = {}
         dialect.prepare(self)
 
     @property

@@ -18,6 +18,7 @@ with ``?`` placeholders, and asks the dialect only for what really differs:
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import threading
 import time
@@ -40,6 +41,42 @@ PG_INDEX_ASIDE_LOCK = 7305043
 
 def like_pattern(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+#: PostgreSQL's word index (schema.py's dhtc_words) cuts the search text at every ASCII
+#: character that is neither a letter nor a digit, and keeps a word's first 200 characters,
+#: then 200 from every 100th on: any part of a word up to 100 characters lies in one of them.
+PG_WORD_MAX = 100
+
+
+def pg_word(word: str) -> bool:
+    """Whether PostgreSQL's word index finds every row holding ``word`` (lower-cased): it
+    holds no ASCII character that ends a word there, and it fits in one of its pieces."""
+    return 3 <= len(word) <= PG_WORD_MAX and not any(c.isascii() and not c.isalnum() for c in word)
+
+
+_PG_WORD_RUN = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]{3,}")
+
+
+def pg_words(text: str) -> str:
+    """A search text's words as dhtc_words() cuts them (schema.py), space-separated: the
+    search table's ``words``, written beside the text so that the server does not cut them
+    twice (for the word index and for the vocabulary's trigger: half an import's time)."""
+    out: List[str] = []
+    for run in _PG_WORD_RUN.findall(text):
+        if len(run) <= 2 * PG_WORD_MAX:
+            out.append(run)
+        else:
+            out.extend(run[i:i + 2 * PG_WORD_MAX] for i in range(0, len(run) - PG_WORD_MAX, PG_WORD_MAX))
+    return " ".join(out)
+
+
+def pg_row_words(row: str = "") -> str:
+    """SQL: a search row's words (of the row aliased ``row``, if given), as the word index,
+    its vocabulary and the query read them: those its writer gave (pg_words()), else (a
+    writer older than schema 10, a row held before) dhtc_words() of its text."""
+    of = f"{row}." if row else ""
+    return f"coalesce(string_to_array({of}words, ' '), dhtc_words({of}text))"
 
 
 def _word_tests(words: List[str], per_word: int = 2) -> Tuple[str, List[Any]]:
@@ -231,6 +268,10 @@ class Dialect:
         raise NotImplementedError
 
     # ---- the search index, size, compaction -----------------------------------------------------
+
+    #: A query word held by more distinct words of a word index's vocabulary than this is
+    #: common: it is only checked on the candidates, not looked up in the word index.
+    WORD_FORMS = 64
 
     def candidates(self, conn: "Connection", words: List[str],
                    window: Optional[int]) -> Tuple[str, List[Any], List[str]]:
@@ -548,10 +589,6 @@ class SqliteDialect(Dialect):
             return f"SELECT rowid AS id FROM search WHERE search MATCH ? ORDER BY rowid DESC{_cap(window)}", [match], words
         return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], words  # only short words
 
-    #: A query word held by more distinct words of the vocabulary than this is common: it is
-    #: only checked on the candidates, not looked up in the word index.
-    WORD_FORMS = 64
-
     def _has_words(self, conn: "Connection") -> bool:
         """Whether the word index is there and holds every torrent (schema.py)."""
         return bool(conn.value("SELECT count(*) FROM sqlite_master WHERE name = 'words_state'")
@@ -832,7 +869,10 @@ class PostgresDialect(Dialect):
                    window: Optional[int]) -> Tuple[str, List[Any], List[str]]:
         # The search table (schema 5) holds each torrent's name and paths, one per line:
         # a torrent whose text holds every word (a word has no line break) is a match.
-        search, recent = conn.one("SELECT to_regclass('search') IS NOT NULL, to_regclass('search_recent') IS NOT NULL")
+        search, recent, by_words = conn.one(
+            "SELECT to_regclass('search') IS NOT NULL, to_regclass('search_recent') IS NOT NULL, "
+            "(SELECT count(*) = 2 FROM pg_index WHERE indisvalid AND indexrelid IN "
+            "(to_regclass('search_words'), to_regclass('vocab_trgm')))")
         if not search:  # schema 4, read-only
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], words
         # A word shorter than 3 characters has no trigram: the index would hand over every
@@ -845,10 +885,92 @@ class PostgresDialect(Dialect):
         if not looked_up:
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], short
         lowered = [w.lower() for w in looked_up]
+        found = self._in_words(conn, lowered, window) if by_words else None
+        if found is not None:
+            return (*found, short)
         if window is None or not recent:
             tests, args = _word_tests(lowered)
             return f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}", args, short
         return "SELECT unnest(?::bigint[]) AS id", [self._newest_matches(conn, lowered, int(window))], short
+
+    #: The rows a word looked up in the word index may be held by (as the statistics tell):
+    #: reading a denser one's costs the index more than it narrows, and the rows handed over
+    #: (at most the rarest word's) stay an exact bitmap even in PostgreSQL's default work_mem
+    #: (a lossy one tests every row of its pages again: 63 s for two dense words at 10 M).
+    WORD_ROWS = 50_000
+    #: What looking in one bucket of the recency index costs, in rows the word index hands
+    #: over (a bucket about 0.5 ms, a row about 3 µs: 'king', 15,586 rows at 1 M, took 49 ms
+    #: through the word index and 13 ms bucket by bucket).
+    BUCKET_ROWS = 160
+
+    def _in_words(self, conn: "Connection", words: List[str],
+                  window: Optional[int]) -> Optional[Tuple[str, List[Any]]]:
+        """The candidates from the word index (schema 10), exact for every word, or None
+        when the buckets (_newest_matches) find them for less.
+
+        The trigram index proves a rare word's few matches only by reading the doclists of
+        its trigrams, which grow with the table ("jin" alone: 76 ms at 10 M). The
+        vocabulary is small: a word it can answer for (pg_word()) is looked up there, as a
+        substring of the distinct words that hold it (its forms). None of them: nothing
+        matches. A few (WORD_FORMS) in few rows (WORD_ROWS): the rows holding any form are
+        the word's matches, and the index intersects such words' rows before the table is
+        read. The other words are tested on the rows found.
+
+        The index hands over every one of the R rows of that intersection (about 3 µs each,
+        for its id), where the buckets read newest first until the window is full, about
+        window / R * (rows / SEARCH_BUCKET) buckets. So the index answers when R², R
+        estimated as if the words were independent, is below window * rows / SEARCH_BUCKET
+        * BUCKET_ROWS (R under 3,100 at 1 M torrents, under 9,900 at 10 M), and always when
+        the window is unbounded."""
+        askable = [w for w in words if pg_word(w)]
+        if not askable:
+            return None
+        forms_of: Dict[str, List[str]] = {}
+        for word, (forms,) in zip(askable, conn.execute(
+                "SELECT array(SELECT word FROM vocab WHERE word LIKE q.p LIMIT ?) "
+                "FROM unnest(?::text[]) WITH ORDINALITY AS q(p, i) ORDER BY q.i",
+                (self.WORD_FORMS + 1, [like_pattern(w) for w in askable]))):
+            if not forms:
+                return "SELECT id FROM search WHERE false", []
+            if len(forms) <= self.WORD_FORMS:  # (the vocabulary may hold a word twice: schema.py)
+                forms_of[word] = list(dict.fromkeys(forms))
+        rows, total = self._rows_holding(conn, [f for forms in forms_of.values() for f in forms])
+        holding = {w: sum(rows(f) for f in forms) for w, forms in forms_of.items()}
+        rare = [w for w in forms_of if holding[w] <= self.WORD_ROWS]
+        together = math.prod(holding[w] / total for w in rare) * total if total and rare else 0.0
+        bound = math.inf if window is None else math.sqrt(window * total / self.SEARCH_BUCKET * self.BUCKET_ROWS)
+        if not rare or together > bound:
+            return None
+        tested = [w for w in words if w not in rare]
+        tests = [f"{pg_row_words()} && ?::text[]"] * len(rare) + ["strpos(text, ?) > 0"] * len(tested)
+        # `id + 0`: not the primary key read backwards, which tests every row on the way.
+        return (f"SELECT id FROM search WHERE {' AND '.join(tests)} ORDER BY id + 0 DESC{_cap(window)}",
+                [*(forms_of[w] for w in rare), *tested])
+
+    #: How long a connection keeps the word index's statistics (ANALYZE refreshes them).
+    WORD_STATS_SECS = 60.0
+
+    def _rows_holding(self, conn: "Connection", forms: List[str]) -> Tuple[Any, float]:
+        """A function giving the search rows that hold a word of the vocabulary, as ANALYZE
+        counted them in its sample (search_words' most common words; a word not among them,
+        half the rarest one's, the planner's own guess; without statistics, 0), and the
+        rows of the table. Read once a WORD_STATS_SECS per connection: reading them from
+        pg_stats took 7.5 ms a query at 10 M torrents (10,000 words)."""
+        kept = conn.memo.get("word_stats")
+        if kept is None or time.monotonic() - kept[0] > self.WORD_STATS_SECS:
+            row = conn.one(
+                "SELECT c.reltuples, s.most_common_elems::text::text[], s.most_common_elem_freqs FROM pg_class c "
+                "LEFT JOIN pg_stats s ON s.schemaname = current_schema() AND s.tablename = 'search_words' "
+                "WHERE c.oid = to_regclass('search')")
+            total, words, freqs = row if row is not None else (0, None, None)
+            common = dict(zip(words or (), freqs or ()))
+            rarest = float(freqs[len(words)]) if words and freqs and len(freqs) > len(words) else None
+            kept = (time.monotonic(), max(0.0, float(total or 0)), common, rarest)
+            conn.memo["word_stats"] = kept
+        _, total, common, rarest = kept
+        if rarest is None:
+            return (lambda form: 0.0), total
+        return (lambda form: float(common.get(form, rarest / 2)) * total), total
 
     def holds(self, conn: "Connection", word: str) -> Tuple[str, List[Any]]:
         if not conn.value("SELECT to_regclass('search') IS NOT NULL"):  # schema 4, read-only
@@ -996,7 +1118,8 @@ class PostgresDialect(Dialect):
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
         # Lower-cased here, as the query's words are (candidates()).
-        conn.copy("search", ("id", "text"), [(tid, text.lower()) for tid, text in texts])
+        lowered = [(tid, text.lower()) for tid, text in texts]
+        conn.copy("search", ("id", "text", "words"), [(tid, text, pg_words(text)) for tid, text in lowered])
 
     def allocate_ids(self, conn: "Connection", n: int) -> List[int]:
         return [int(r[0]) for r in conn.execute(
@@ -1033,7 +1156,8 @@ class PostgresDialect(Dialect):
         writes (a VACUUM FULL the operator runs returns it)."""
         used = int(conn.value("SELECT pg_total_relation_size('torrents') + pg_total_relation_size('files') "
                               "+ pg_total_relation_size('hashes') "
-                              "+ coalesce(pg_total_relation_size(to_regclass('search')), 0)"))
+                              "+ coalesce(pg_total_relation_size(to_regclass('search')), 0) "
+                              "+ coalesce(pg_total_relation_size(to_regclass('vocab')), 0)"))
         return used, used
 
 
