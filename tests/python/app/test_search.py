@@ -464,6 +464,7 @@ def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
         try:
             for t in CORPUS + extra:
                 sink.add(t)
+
             def answers(db) -> list:
                 return [(q, S.search(db, q, limit=200)[0], sorted(names(S.search(db, q, limit=200)))) for q in queries]
 
