@@ -44,8 +44,11 @@ def like_pattern(word: str) -> str:
 
 
 #: PostgreSQL's word index (schema.py's dhtc_words) cuts the search text at every ASCII
-#: character that is neither a letter nor a digit, and keeps a word's first 200 characters,
-#: then 200 from every 100th on: any part of a word up to 100 characters lies in one of them.
+#: character that is neither a letter nor a digit (this regular-expression class, for
+#: Python's cut and the server's alike; a text holds no NUL), and keeps a word's first 200
+#: characters, then 200 from every 100th on: any part of a word up to 100 characters lies in
+#: one of them.
+PG_WORD_BREAK = r"\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f"
 PG_WORD_MAX = 100
 
 
@@ -55,7 +58,7 @@ def pg_word(word: str) -> bool:
     return 3 <= len(word) <= PG_WORD_MAX and not any(c.isascii() and not c.isalnum() for c in word)
 
 
-_PG_WORD_RUN = re.compile(r"[^\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]{3,}")
+_PG_WORD_RUN = re.compile(f"[^{PG_WORD_BREAK}]{{3,}}")
 
 
 def pg_words(text: str) -> str:
@@ -934,7 +937,7 @@ class PostgresDialect(Dialect):
                 return "SELECT id FROM search WHERE false", []
             if len(forms) <= self.WORD_FORMS:  # (the vocabulary may hold a word twice: schema.py)
                 forms_of[word] = list(dict.fromkeys(forms))
-        rows, total = self._rows_holding(conn, [f for forms in forms_of.values() for f in forms])
+        rows, total = self._rows_holding(conn)
         holding = {w: sum(rows(f) for f in forms) for w, forms in forms_of.items()}
         rare = [w for w in forms_of if holding[w] <= self.WORD_ROWS]
         together = math.prod(holding[w] / total for w in rare) * total if total and rare else 0.0
@@ -950,7 +953,7 @@ class PostgresDialect(Dialect):
     #: How long a connection keeps the word index's statistics (ANALYZE refreshes them).
     WORD_STATS_SECS = 60.0
 
-    def _rows_holding(self, conn: "Connection", forms: List[str]) -> Tuple[Any, float]:
+    def _rows_holding(self, conn: "Connection") -> Tuple[Any, float]:
         """A function giving the search rows that hold a word of the vocabulary, as ANALYZE
         counted them in its sample (search_words' most common words; a word not among them,
         half the rarest one's, the planner's own guess; without statistics, 0), and the
@@ -1118,7 +1121,7 @@ class PostgresDialect(Dialect):
 
     def index_torrents(self, conn: "Connection", texts: List[Tuple[int, str]]) -> None:
         # Lower-cased here, as the query's words are (candidates()).
-        lowered = [(tid, text.lower()) for tid, text in texts]
+        lowered = ((tid, text.lower()) for tid, text in texts)
         conn.copy("search", ("id", "text", "words"), [(tid, text, pg_words(text)) for tid, text in lowered])
 
     def allocate_ids(self, conn: "Connection", n: int) -> List[int]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .dialect import (FTS_OPTIONS, FTS_TOKENIZER, PG_WORD_MAX, WORD_TOKENIZER, Dialect, Index, PostgresDialect,
-                      pg_row_words)
+from .dialect import (FTS_OPTIONS, FTS_TOKENIZER, PG_WORD_BREAK, PG_WORD_MAX, WORD_TOKENIZER, Dialect, Index,
+                      PostgresDialect, pg_row_words)
 from .migrations import Migration
 
 COMPONENT = "torrents"
@@ -352,10 +352,17 @@ _SQLITE_WORDS = (
 # its own transaction; the query uses the index once the vocabulary's trigram index, built
 # last, is there. ANALYZE samples ten times the default for search_words: its most common
 # words tell a rare word from a dense one.
+def _add_to_vocab(rows: str, where: str = "") -> str:
+    """SQL adding the words of the search rows ``rows`` (a table or an alias) that the
+    vocabulary lacks, each once; ``where`` narrows the rows."""
+    return (f"INSERT INTO vocab(word) SELECT DISTINCT w FROM {rows}, unnest({pg_row_words(rows)}) AS w "
+            f"WHERE {where}NOT EXISTS (SELECT 1 FROM vocab v WHERE v.word = w)")
+
+
 _PG_WORDS = (
     f"""CREATE OR REPLACE FUNCTION dhtc_words(text) RETURNS text[] LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
         SELECT ARRAY(SELECT substr(w, s, {2 * PG_WORD_MAX})
-                     FROM regexp_split_to_table($1, '[\\x01-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7f]+') AS w,
+                     FROM regexp_split_to_table($1, '[{PG_WORD_BREAK}]+') AS w,
                           generate_series(1, greatest(1, length(w) - {PG_WORD_MAX}), {PG_WORD_MAX}) AS s
                      WHERE length(w) >= 3) $$""",
     "ALTER TABLE search ADD COLUMN IF NOT EXISTS words TEXT",
@@ -363,8 +370,7 @@ _PG_WORDS = (
     Index("vocab_word", "vocab", "word"),
     f"""CREATE OR REPLACE FUNCTION dhtc_vocab_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
     BEGIN
-        INSERT INTO vocab(word) SELECT DISTINCT w FROM added, unnest({pg_row_words("added")}) AS w
-        WHERE NOT EXISTS (SELECT 1 FROM vocab v WHERE v.word = w);
+        {_add_to_vocab("added")};
         RETURN NULL;
     END $$""",
     "DROP TRIGGER IF EXISTS search_vocab ON search",
@@ -377,8 +383,7 @@ _PG_WORDS = (
         top BIGINT := (SELECT coalesce(max(id), 0) FROM search);
     BEGIN
         WHILE low < top LOOP
-            INSERT INTO vocab(word) SELECT DISTINCT w FROM search, unnest({pg_row_words()}) AS w
-            WHERE id > low AND id <= low + 20000 AND NOT EXISTS (SELECT 1 FROM vocab v WHERE v.word = w);
+            {_add_to_vocab("search", "id > low AND id <= low + 20000 AND ")};
             COMMIT;
             low := low + 20000;
         END LOOP;
