@@ -385,7 +385,7 @@ def test_postgresql_import_writes_search_rows_beside_and_never_a_torrent_without
         try:
             admin.execute("INSERT INTO search(id, text) VALUES (999999, 'killed midway')")
             other = Database(target).connect()  # another import writing beside: its rows are left alone
-            other.execute("SELECT pg_advisory_lock_shared(?)", (PG_INDEX_ASIDE_LOCK,))
+            other.execute(f"SELECT pg_advisory_lock_shared({PG_INDEX_ASIDE_LOCK})")
             dumps.import_files(target, [str(dump)])
             assert orphans_and_unindexed(target) == (1, 0)
             other.close()

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 # too: postgres_schema_lock in core/retry/postgres_store.hpp).
 PG_SCHEMA_LOCK = 7305042
 # Held shared by each import writing its search rows beside (sinks.IndexAside), taken
-# exclusively to delete the rows a killed one left.
-PG_INDEX_ASIDE_LOCK = 7305043
+# exclusively to delete the rows a killed one left: the lock's two keys, SQL, the second
+# the schema's (an import into another schema of the database has no rows here).
+PG_INDEX_ASIDE_LOCK = "7305043, hashtext(current_schema())"
 
 
 def like_pattern(word: str) -> str:
@@ -1141,13 +1142,13 @@ class PostgresDialect(Dialect):
         about to commit), then holds the lock that says this one does, until ``conn``
         closes. Returns the rows deleted."""
         dropped = 0
-        if conn.value("SELECT pg_try_advisory_lock(?)", (PG_INDEX_ASIDE_LOCK,)):
+        if conn.value(f"SELECT pg_try_advisory_lock({PG_INDEX_ASIDE_LOCK})"):
             try:
                 dropped = len(conn.execute("DELETE FROM search s WHERE NOT EXISTS "
                                            "(SELECT 1 FROM torrents t WHERE t.id = s.id) RETURNING s.id"))
             finally:
-                conn.execute("SELECT pg_advisory_unlock(?)", (PG_INDEX_ASIDE_LOCK,))
-        conn.execute("SELECT pg_advisory_lock_shared(?)", (PG_INDEX_ASIDE_LOCK,))
+                conn.execute(f"SELECT pg_advisory_unlock({PG_INDEX_ASIDE_LOCK})")
+        conn.execute(f"SELECT pg_advisory_lock_shared({PG_INDEX_ASIDE_LOCK})")
         return dropped
 
     def tokenizer(self, conn: "Connection") -> str:
