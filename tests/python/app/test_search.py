@@ -310,10 +310,12 @@ def test_non_ascii_words_with_glob_characters(tmp_path):
     assert names(S.search(path, "ящ*")) == []
 
 
-def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
-    """PostgreSQL looks a query's words up bucket by bucket, newest first (schema 8's
-    search_recent): with buckets of 4 ids, the window holds the newest matches of a word in
-    every torrent, in every fifth and in two, as an unbounded query finds them."""
+@pytest.mark.parametrize("index", ["trigrams", "words"])
+def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch, index):
+    """PostgreSQL looks a query's words up bucket by bucket, newest first, in the trigram
+    index (schema 8's search_recent) or the word index (schema 11's search_words_recent):
+    with buckets of 4 ids, the window holds the newest matches of a word in every torrent,
+    in every fifth and in two, as an unbounded query finds them."""
     from dhtcrawler.app.db.dialect import PostgresDialect
     from dhtcrawler.sinks import PostgresSink
 
@@ -327,7 +329,15 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
             assert S.stats(sink)["tokenizer"] == "pg_trgm"
             monkeypatch.setattr(PostgresDialect, "SEARCH_BUCKET", 4)
             monkeypatch.setattr(PostgresDialect, "BUCKETS_PER_STATEMENT", 3)
-            monkeypatch.setattr(PostgresDialect, "_in_words", lambda *_: None)  # buckets, not the word index
+            if index == "trigrams":
+                monkeypatch.setattr(PostgresDialect, "_in_words", lambda *_: None)  # not the word index
+            else:
+                monkeypatch.setattr(PostgresDialect, "WORD_ROWS", -1)  # no word rare: the word index's buckets
+            looked_in = []
+            in_buckets = PostgresDialect._in_buckets
+            monkeypatch.setattr(PostgresDialect, "_in_buckets",
+                                lambda self, conn, tests, *more: looked_in.append(tests[0])
+                                or in_buckets(self, conn, tests, *more))
             for query in ("common", "fifth", "rarest", "common fifth"):
                 full = S.search_page(sink, query, window=None, sort="first_seen", limit=1000)
                 for window in (1, 5, 7, 100):
@@ -340,6 +350,7 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch):
             page = S.search_page(sink, "fifth t4", window=1)
             assert page.rows == [] and page.total_is_estimate
             assert names(S.search(sink, "fifth t4", window=4)) == ["t45 common fifth", "t40 common fifth"]
+            assert looked_in and all(("&&" in tests) == (index == "words") for tests in looked_in)
         finally:
             sink.close()
 
@@ -439,7 +450,7 @@ def test_the_word_index_answers_as_the_trigram_index_does(tmp_path):
 
 
 def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
-    """PostgreSQL's word index (schema 10) looks up a word of letters and digits as the words
+    """PostgreSQL's word index (schema 10, bucketed by schema 11) looks up a word of letters and digits as the words
     holding it: absent at once, a substring inside a word, pieces of a word longer than 200
     characters; a word with ASCII punctuation, or longer than 100, is not looked up, and a
     common one is only tested. Every query answers as the trigram index does. The vocabulary
@@ -483,6 +494,8 @@ def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
             assert looked_up_in(sink, "movie.2024") == "buckets"  # across punctuation: no one word holds it
             assert looked_up_in(sink, "w" * 101) == "buckets"     # longer than a piece's overlap
             assert conn.value("SELECT count(*) FROM vocab WHERE word = 'zebrafish'") == 1  # the trigger's
+            # Schema 11's bucketed word index replaced schema 10's.
+            assert conn.value("SELECT to_regclass('search_words') IS NULL AND to_regclass('search_words_recent') IS NOT NULL")
             # The words a writer sends are the server's own cut of the text.
             for (text,) in conn.execute("SELECT text FROM search") + [("",), (".. a1b2,c-d " + long_run + "!",)]:
                 assert conn.value("SELECT dhtc_words(?) = string_to_array(?, ' ')", (text, pg_words(text))), text

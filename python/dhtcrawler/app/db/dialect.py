@@ -107,6 +107,14 @@ def _word_tests(words: List[str], per_word: int = 2) -> Tuple[str, List[Any]]:
     return " AND ".join(tests), [*probes, *words]
 
 
+def _in_word_index(indexed: List[str], forms_of: Dict[str, List[str]], words: List[str]) -> Tuple[str, List[Any]]:
+    """PostgreSQL: SQL finding the rows that hold one of each ``indexed`` word's forms in the
+    word index (schema 10 or 11) and testing the other ``words`` on them, and its arguments."""
+    tested = [w for w in words if w not in indexed]
+    tests = [f"{pg_row_words()} && ?::text[]"] * len(indexed) + ["strpos(text, ?) > 0"] * len(tested)
+    return " AND ".join(tests), [*(forms_of[w] for w in indexed), *tested]
+
+
 class Index:
     """A migration step that builds an index: on PostgreSQL online (``CREATE INDEX
     CONCURRENTLY``, which must run outside a transaction: see migrations.Migration), on
@@ -873,10 +881,9 @@ class PostgresDialect(Dialect):
                    window: Optional[int]) -> Tuple[str, List[Any], List[str]]:
         # The search table (schema 5) holds each torrent's name and paths, one per line:
         # a torrent whose text holds every word (a word has no line break) is a match.
-        search, recent, by_words = conn.one(
+        search, recent, word_index = conn.one(
             "SELECT to_regclass('search') IS NOT NULL, to_regclass('search_recent') IS NOT NULL, "
-            "(SELECT count(*) = 2 FROM pg_index WHERE indisvalid AND indexrelid IN "
-            "(to_regclass('search_words'), to_regclass('vocab_trgm')))")
+            f"({self._WORD_INDEX})")
         if not search:  # schema 4, read-only
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], words
         # A word shorter than 3 characters has no trigram: the index would hand over every
@@ -889,13 +896,21 @@ class PostgresDialect(Dialect):
         if not looked_up:
             return f"SELECT id FROM torrents ORDER BY id DESC{_cap(window)}", [], short
         lowered = [w.lower() for w in looked_up]
-        found = self._in_words(conn, lowered, window) if by_words else None
+        found = self._in_words(conn, lowered, window, word_index) if word_index else None
         if found is not None:
             return (*found, short)
         if window is None or not recent:
             tests, args = _word_tests(lowered)
             return f"SELECT id FROM search WHERE {tests} ORDER BY id DESC{_cap(window)}", args, short
-        return "SELECT unnest(?::bigint[]) AS id", [self._newest_matches(conn, lowered, int(window))], short
+        newest = self._newest_matches(conn, _word_tests(lowered, per_word=1), _word_tests(lowered), int(window))
+        return "SELECT unnest(?::bigint[]) AS id", [newest], short
+
+    #: SQL: the word index a query may use (schema 11's bucketed one, else schema 10's), or
+    #: NULL while it or the vocabulary's trigram index is missing or being built.
+    _WORD_INDEX = ("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indisvalid "
+                   "AND i.indexrelid IN (to_regclass('search_words_recent'), to_regclass('search_words')) "
+                   "AND EXISTS (SELECT 1 FROM pg_index v WHERE v.indisvalid AND v.indexrelid = to_regclass('vocab_trgm')) "
+                   "ORDER BY c.relname DESC LIMIT 1")
 
     #: The rows a word looked up in the word index may be held by (as the statistics tell):
     #: reading a denser one's costs the index more than it narrows, and the rows handed over
@@ -907,25 +922,29 @@ class PostgresDialect(Dialect):
     #: through the word index and 13 ms bucket by bucket).
     BUCKET_ROWS = 160
 
-    def _in_words(self, conn: "Connection", words: List[str],
-                  window: Optional[int]) -> Optional[Tuple[str, List[Any]]]:
-        """The candidates from the word index (schema 10), exact for every word, or None
-        when the buckets (_newest_matches) find them for less.
+    def _in_words(self, conn: "Connection", words: List[str], window: Optional[int],
+                  index: str) -> Optional[Tuple[str, List[Any]]]:
+        """The candidates from the word index ``index`` (schema 10 or 11), exact for every
+        word, or None when the trigram buckets (_newest_matches) find them for less.
 
         The trigram index proves a rare word's few matches only by reading the doclists of
         its trigrams, which grow with the table ("jin" alone: 76 ms at 10 M). The
         vocabulary is small: a word it can answer for (pg_word()) is looked up there, as a
         substring of the distinct words that hold it (its forms). None of them: nothing
-        matches. A few (WORD_FORMS) in few rows (WORD_ROWS): the rows holding any form are
-        the word's matches, and the index intersects such words' rows before the table is
-        read. The other words are tested on the rows found.
+        matches. A few (WORD_FORMS): the rows holding any form are the word's matches. The
+        index intersects the words in few rows (WORD_ROWS) before the table is read, and
+        the other words are tested on the rows found.
 
         The index hands over every one of the R rows of that intersection (about 3 µs each,
         for its id), where the buckets read newest first until the window is full, about
-        window / R * (rows / SEARCH_BUCKET) buckets. So the index answers when R², R
+        window / R * (rows / SEARCH_BUCKET) buckets. So the whole index answers when R², R
         estimated as if the words were independent, is below window * rows / SEARCH_BUCKET
         * BUCKET_ROWS (R under 3,100 at 1 M torrents, under 9,900 at 10 M), and always when
-        the window is unbounded."""
+        the window is unbounded. Else, when every word has few forms, schema 11's index,
+        bucketed by id as the trigram one is, looks them up bucket by bucket, newest first:
+        a bucket hands over its rows holding every word, where a trigram bucket hands over
+        every row holding one trigram of each word, to be tested ("of sajiha the" at 10 M:
+        0.2 ms a bucket against 1.4 ms)."""
         askable = [w for w in words if pg_word(w)]
         if not askable:
             return None
@@ -938,39 +957,49 @@ class PostgresDialect(Dialect):
                 return "SELECT id FROM search WHERE false", []
             if len(forms) <= self.WORD_FORMS:  # (the vocabulary may hold a word twice: schema.py)
                 forms_of[word] = list(dict.fromkeys(forms))
-        rows, total = self._rows_holding(conn)
+        rows, total = self._rows_holding(conn, index)
         holding = {w: sum(rows(f) for f in forms) for w, forms in forms_of.items()}
         rare = [w for w in forms_of if holding[w] <= self.WORD_ROWS]
         together = math.prod(holding[w] / total for w in rare) * total if total and rare else 0.0
         bound = math.inf if window is None else math.sqrt(window * total / self.SEARCH_BUCKET * self.BUCKET_ROWS)
-        if not rare or together > bound:
+        whole = _in_word_index(rare, forms_of, words)
+        if rare and together <= bound:
+            # `id + 0`: not the primary key read backwards, which tests every row on the way.
+            return f"SELECT id FROM search WHERE {whole[0]} ORDER BY id + 0 DESC{_cap(window)}", whole[1]
+        # The word buckets take a query only when every word has few forms: a word left out
+        # would be tested on every row the others hold in a bucket ("the besa", besa in 65
+        # forms: 6,474 rows a bucket, where its trigram narrows them to 243).
+        if index != "search_words_recent" or window is None or len(forms_of) < len(words):
             return None
-        tested = [w for w in words if w not in rare]
-        tests = [f"{pg_row_words()} && ?::text[]"] * len(rare) + ["strpos(text, ?) > 0"] * len(tested)
-        # `id + 0`: not the primary key read backwards, which tests every row on the way.
-        return (f"SELECT id FROM search WHERE {' AND '.join(tests)} ORDER BY id + 0 DESC{_cap(window)}",
-                [*(forms_of[w] for w in rare), *tested])
+        # Within a bucket every word goes to the index, dense or not: a bucket's rows are
+        # few, and a bitmap of them stays exact.
+        in_bucket = _in_word_index(words, forms_of, words)
+        if rare:  # over the whole table, the rare words' rows: `together` of them, whatever the matches
+            newest = self._newest_matches(conn, in_bucket, whole, int(window), whole_rows=together)
+        else:
+            newest = self._newest_matches(conn, in_bucket, _word_tests(words), int(window))
+        return "SELECT unnest(?::bigint[]) AS id", [newest]
 
     #: How long a connection keeps the word index's statistics (ANALYZE refreshes them).
     WORD_STATS_SECS = 60.0
 
-    def _rows_holding(self, conn: "Connection") -> Tuple[Any, float]:
+    def _rows_holding(self, conn: "Connection", index: str) -> Tuple[Any, float]:
         """A function giving the search rows that hold a word of the vocabulary, as ANALYZE
-        counted them in its sample (search_words' most common words; a word not among them,
+        counted them in its sample (the word index's most common words; a word not among them,
         half the rarest one's, the planner's own guess; without statistics, 0), and the
         rows of the table. Read once a WORD_STATS_SECS per connection: reading them from
         pg_stats took 7.5 ms a query at 10 M torrents (10,000 words)."""
-        kept = conn.memo.get("word_stats")
+        kept = conn.memo.get(f"word_stats {index}")
         if kept is None or time.monotonic() - kept[0] > self.WORD_STATS_SECS:
-            row = conn.one(
+            row = conn.one(  # (the words are the index's only array column)
                 "SELECT c.reltuples, s.most_common_elems::text::text[], s.most_common_elem_freqs FROM pg_class c "
-                "LEFT JOIN pg_stats s ON s.schemaname = current_schema() AND s.tablename = 'search_words' "
-                "WHERE c.oid = to_regclass('search')")
+                "LEFT JOIN pg_stats s ON s.schemaname = current_schema() AND s.tablename = ? "
+                "AND s.most_common_elems IS NOT NULL WHERE c.oid = to_regclass('search')", (index,))
             total, words, freqs = row if row is not None else (0, None, None)
             common = dict(zip(words or (), freqs or ()))
             rarest = float(freqs[len(words)]) if words and freqs and len(freqs) > len(words) else None
             kept = (time.monotonic(), max(0.0, float(total or 0)), common, rarest)
-            conn.memo["word_stats"] = kept
+            conn.memo[f"word_stats {index}"] = kept
         _, total, common, rarest = kept
         if rarest is None:
             return (lambda form: 0.0), total
@@ -989,9 +1018,13 @@ class PostgresDialect(Dialect):
     #: 69 ms at 200, 42-45 at 40, 55-71 at 60).
     BUCKET_COST = 40
 
-    def _newest_matches(self, conn: "Connection", words: List[str], window: int) -> List[int]:
-        """The ids of the newest ``window`` search rows holding every one of ``words``
-        (lower-cased), newest first.
+    def _newest_matches(self, conn: "Connection", in_bucket: Tuple[str, List[Any]], whole: Tuple[str, List[Any]],
+                        window: int, whole_rows: Optional[float] = None) -> List[int]:
+        """The ids of the newest ``window`` search rows passing the tests ``in_bucket`` (in
+        one bucket of ids, through a bucketed index: the trigram one, or schema 11's word
+        one) or, the same rows, ``whole`` (over the whole table), newest first.
+        ``whole_rows``: the rows ``whole`` reads whatever the matches (the word index's),
+        else it costs as many as it finds (the trigram index's, each tested).
 
         A trigram index alone finds every match, each tested on its row, before the newest
         are kept: cheap for a rare word, not for a common one (a word in 1.5% of 1 M
@@ -1005,7 +1038,6 @@ class PostgresDialect(Dialect):
         if top is None:
             return []
         top = int(top)
-        in_bucket = _word_tests(words, per_word=1)
         # The first look spans a whole bucket's ids at least: the newest bucket alone may
         # hold a few ids, too few to tell how dense the matches are.
         newest = top // self.SEARCH_BUCKET
@@ -1014,10 +1046,16 @@ class PostgresDialect(Dialect):
         bucket -= 1
         while bucket >= 0 and len(hits) < window:
             seen = top - (bucket + 1) * self.SEARCH_BUCKET + 1  # the ids of the buckets looked in
-            per_bucket = len(hits) / seen * self.SEARCH_BUCKET
-            buckets_left = (window - len(hits)) / per_bucket if hits else math.inf
-            if len(hits) / seen * top < self.BUCKET_COST * buckets_left + window:  # few in all
-                tests, args = _word_tests(words)
+            # The density seen so far; before a hit, the word index's (whole_rows over the
+            # table), since the newest buckets may hold none of a word that others do.
+            per_bucket = (len(hits) / seen if hits or not whole_rows else whole_rows / top) * self.SEARCH_BUCKET
+            buckets_left = (window - len(hits)) / per_bucket if per_bucket else math.inf
+            if whole_rows is None:  # few in all
+                cheaper = len(hits) / seen * top < self.BUCKET_COST * buckets_left + window
+            else:  # fewer rows than the buckets still to read cost
+                cheaper = whole_rows < self.BUCKET_ROWS * min(buckets_left, bucket + 1)
+            if cheaper:
+                tests, args = whole
                 return [int(r[0]) for r in conn.execute(
                     # `id + 0`: not the primary key read backwards, which tests every row on the way
                     f"SELECT id FROM search WHERE {tests} ORDER BY id + 0 DESC LIMIT ?", (*args, window))]
