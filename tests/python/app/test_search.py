@@ -456,8 +456,9 @@ def test_the_word_index_answers_as_the_trigram_index_does(tmp_path):
 def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
     """PostgreSQL's word index (schema 10, bucketed by schema 11) looks up a word of letters and digits as the words
     holding it: absent at once, a substring inside a word, pieces of a word longer than 200
-    characters; a word with ASCII punctuation, or longer than 100, is not looked up, and a
-    common one is only tested. Every query answers as the trigram index does. The vocabulary
+    characters; a word with ASCII punctuation or a phrase by its runs of letters and digits,
+    then tested whole; a word longer than 100 is not looked up, and a common one is only
+    tested. Every query answers as the trigram index does. The vocabulary
     is kept by the trigger, and filled again by the migration's backfill."""
     from dhtcrawler.app.db.dialect import PostgresDialect, pg_words
     from dhtcrawler.sinks import PostgresSink
@@ -473,7 +474,8 @@ def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
                "movie 2024", "1080p", "movie.2024", "web-dl", "bar_baz", "barbaz", "foo", "caf", "caféteria", "feteri",
                "longwordabc", "com", "com 05x", "common com", "ubuntu desktop", "ubuntu", "часть", "東京の夜", "夜景", "a",
                "24", '"field recordings"', "owl flac", "setup", "sha256sums", "amd64 iso", "москва", "οδος", "ελληνικά",
-               "字幕", "【字幕】", "境界語", "長境界語長", "w" * 100, "w" * 101, "東京タワー"]
+               "字幕", "【字幕】", "境界語", "長境界語長", "w" * 100, "w" * 101, "東京タワー", '"zebrafish documentary"',
+               '"ebrafish docu"', '"documentary zebrafish"', '"movie 2024"', "some.movie.2024.1080p", "a.qqqzzz"]
     with pg_schema_uri("words") as uri:
         sink = PostgresSink(uri)
         try:
@@ -495,7 +497,8 @@ def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
             assert looked_up_in(sink, "ebrafi") == "words" and looked_up_in(sink, "qqqzzz zebra") == "words"
             assert looked_up_in(sink, "境界語") == "words" and looked_up_in(sink, "w" * 100) == "words"
             assert looked_up_in(sink, "com") == "buckets"         # in more than WORD_FORMS words: only tested
-            assert looked_up_in(sink, "movie.2024") == "buckets"  # across punctuation: no one word holds it
+            assert looked_up_in(sink, "movie.2024") == "words"    # across punctuation: by its runs, tested whole
+            assert looked_up_in(sink, '"zebrafish documentary"') == "words" and found['"zebrafish documentary"'] == 1
             assert looked_up_in(sink, "w" * 101) == "buckets"     # longer than a piece's overlap
             assert conn.value("SELECT count(*) FROM vocab WHERE word = 'zebrafish'") == 1  # the trigger's
             # Schema 11's bucketed word index replaced schema 10's.

@@ -945,7 +945,11 @@ class PostgresDialect(Dialect):
         a bucket hands over its rows holding every word, where a trigram bucket hands over
         every row holding one trigram of each word, to be tested ("of sajiha the" at 10 M:
         0.2 ms a bucket against 1.4 ms)."""
-        askable = [w for w in words if pg_word(w)]
+        # A word holding ASCII punctuation or a space ("web-dl", a quoted phrase) is found by
+        # its runs of letters and digits, each within one of a matching row's words (a
+        # substring of it, at the word's ends), and tested whole on the rows they give.
+        pieces = {w: [w] if pg_word(w) else [r for r in _PG_WORD_RUN.findall(w) if pg_word(r)] for w in words}
+        askable = list(dict.fromkeys(p for found in pieces.values() for p in found))
         if not askable:
             return None
         forms_of: Dict[str, List[str]] = {}
@@ -969,11 +973,12 @@ class PostgresDialect(Dialect):
         # The word buckets take a query only when every word has few forms: a word left out
         # would be tested on every row the others hold in a bucket ("the besa", besa in 65
         # forms: 6,474 rows a bucket, where its trigram narrows them to 243).
-        if index != "search_words_recent" or window is None or len(forms_of) < len(words):
+        if index != "search_words_recent" or window is None or \
+                not all(pieces[w] and all(p in forms_of for p in pieces[w]) for w in words):
             return None
         # Within a bucket every word goes to the index, dense or not: a bucket's rows are
         # few, and a bitmap of them stays exact.
-        in_bucket = _in_word_index(words, forms_of, words)
+        in_bucket = _in_word_index(askable, forms_of, words)
         if rare:  # over the whole table, the rare words' rows: `together` of them, whatever the matches
             newest = self._newest_matches(conn, in_bucket, whole, int(window), whole_rows=together)
         else:
