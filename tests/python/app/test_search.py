@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 
 import pytest
 
@@ -333,7 +334,8 @@ def test_postgresql_recency_buckets_find_the_newest_matches(monkeypatch, index):
             if index == "trigrams":
                 monkeypatch.setattr(PostgresDialect, "_in_words", lambda *_: None)  # not the word index
             elif index == "words":
-                monkeypatch.setattr(PostgresDialect, "WORD_ROWS", -1)  # no word rare: the word index's buckets
+                monkeypatch.setattr(PostgresDialect, "_rows_holding",  # no word rare: the word index's buckets
+                                    lambda *_: ((lambda form: 1e9), 1e9))
             else:  # every word rare, and never so few rows that the whole word index answers
                 sink.connection.execute("ANALYZE search")
                 monkeypatch.setattr(PostgresDialect, "BUCKET_ROWS", 0.001)
@@ -501,6 +503,10 @@ def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
             assert looked_up_in(sink, '"zebrafish documentary"') == "words" and found['"zebrafish documentary"'] == 1
             assert looked_up_in(sink, "w" * 101) == "buckets"     # longer than a piece's overlap
             assert conn.value("SELECT count(*) FROM vocab WHERE word = 'zebrafish'") == 1  # the trigger's
+            # A large table whose word index has no statistics yet (just built): not used.
+            conn.memo["word_stats search_words_recent"] = (time.monotonic(), 1e7, {}, None)
+            assert looked_up_in(sink, "ebrafi") == "buckets"
+            conn.memo.clear()
             # Schema 11's bucketed word index replaced schema 10's.
             assert conn.value("SELECT to_regclass('search_words') IS NULL AND to_regclass('search_words_recent') IS NOT NULL")
             # The words a writer sends are the server's own cut of the text.

@@ -961,7 +961,10 @@ class PostgresDialect(Dialect):
                 return "SELECT id FROM search WHERE false", []
             if len(forms) <= self.WORD_FORMS:  # (the vocabulary may hold a word twice: schema.py)
                 forms_of[word] = list(dict.fromkeys(forms))
-        rows, total = self._rows_holding(conn, index)
+        counted = self._rows_holding(conn, index)
+        if counted is None:
+            return None
+        rows, total = counted
         holding = {w: sum(rows(f) for f in forms) for w, forms in forms_of.items()}
         rare = [w for w in forms_of if holding[w] <= self.WORD_ROWS]
         together = math.prod(holding[w] / total for w in rare) * total if total and rare else 0.0
@@ -988,12 +991,14 @@ class PostgresDialect(Dialect):
     #: How long a connection keeps the word index's statistics (ANALYZE refreshes them).
     WORD_STATS_SECS = 60.0
 
-    def _rows_holding(self, conn: "Connection", index: str) -> Tuple[Any, float]:
+    def _rows_holding(self, conn: "Connection", index: str) -> Optional[Tuple[Any, float]]:
         """A function giving the search rows that hold a word of the vocabulary, as ANALYZE
         counted them in its sample (the word index's most common words; a word not among them,
-        half the rarest one's, the planner's own guess; without statistics, 0), and the
-        rows of the table. Read once a WORD_STATS_SECS per connection: reading them from
-        pg_stats took 7.5 ms a query at 10 M torrents (10,000 words)."""
+        half the rarest one's, the planner's own guess), and the rows of the table. Without
+        statistics (an index just built, not yet analyzed), 0 in a table too small for any
+        word to be dense, else None: a dense word's rows handed over whole could take
+        minutes. Read once a WORD_STATS_SECS per connection: reading them from pg_stats took
+        7.5 ms a query at 10 M torrents (10,000 words)."""
         kept = conn.memo.get(f"word_stats {index}")
         if kept is None or time.monotonic() - kept[0] > self.WORD_STATS_SECS:
             row = conn.one(  # (the words are the index's only array column)
@@ -1007,7 +1012,7 @@ class PostgresDialect(Dialect):
             conn.memo[f"word_stats {index}"] = kept
         _, total, common, rarest = kept
         if rarest is None:
-            return (lambda form: 0.0), total
+            return ((lambda form: 0.0), total) if total <= self.WORD_ROWS else None
         return (lambda form: float(common.get(form, rarest / 2)) * total), total
 
     def holds(self, conn: "Connection", word: str) -> Tuple[str, List[Any]]:
