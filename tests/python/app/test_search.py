@@ -456,11 +456,11 @@ def test_the_word_index_answers_as_the_trigram_index_does(tmp_path):
 
 
 def test_postgresql_word_index_answers_as_the_buckets_do(monkeypatch):
-    """PostgreSQL's word index (schema 10, bucketed by schema 11) looks up a word of letters and digits as the words
-    holding it: absent at once, a substring inside a word, pieces of a word longer than 200
-    characters; a word with ASCII punctuation or a phrase by its runs of letters and digits,
-    then tested whole; a word longer than 100 is not looked up, and a common one is only
-    tested. Every query answers as the trigram index does. The vocabulary
+    """PostgreSQL's word index (schema 10, bucketed by schema 11) looks up a word of letters
+    and digits as the words holding it: absent at once, a substring inside a word, pieces of
+    a word longer than 200 characters; a word with ASCII punctuation or a phrase by its runs
+    of letters and digits, then tested whole; a word longer than 100 is not looked up, and a
+    common one is only tested. Every query answers as the trigram index does. The vocabulary
     is kept by the trigger, and filled again by the migration's backfill."""
     from dhtcrawler.app.db.dialect import PostgresDialect, pg_words
     from dhtcrawler.sinks import PostgresSink

@@ -945,10 +945,11 @@ class PostgresDialect(Dialect):
         a bucket hands over its rows holding every word, where a trigram bucket hands over
         every row holding one trigram of each word, to be tested ("of sajiha the" at 10 M:
         0.2 ms a bucket against 1.4 ms)."""
-        # A word holding ASCII punctuation or a space ("web-dl", a quoted phrase) is found by
-        # its runs of letters and digits, each within one of a matching row's words (a
-        # substring of it, at the word's ends), and tested whole on the rows they give.
-        pieces = {w: [w] if pg_word(w) else [r for r in _PG_WORD_RUN.findall(w) if pg_word(r)] for w in words}
+        # A word is looked up as its runs of letters and digits: itself, unless it holds ASCII
+        # punctuation or a space ("web-dl", a quoted phrase). Each run lies within one of a
+        # matching row's words (a substring of it, at the word's ends), and such a word is
+        # tested whole on the rows they give.
+        pieces = {w: [r for r in _PG_WORD_RUN.findall(w) if pg_word(r)] for w in words}
         askable = list(dict.fromkeys(p for found in pieces.values() for p in found))
         if not askable:
             return None
@@ -981,11 +982,11 @@ class PostgresDialect(Dialect):
             return None
         # Within a bucket every word goes to the index, dense or not: a bucket's rows are
         # few, and a bitmap of them stays exact.
-        in_bucket = _in_word_index(askable, forms_of, words)
-        if rare:  # over the whole table, the rare words' rows: `together` of them, whatever the matches
-            newest = self._newest_matches(conn, in_bucket, whole, int(window), whole_rows=together)
-        else:
-            newest = self._newest_matches(conn, in_bucket, _word_tests(words), int(window))
+        # Over the whole table: the rare words' rows, `together` of them whatever the matches,
+        # else the trigram index.
+        newest = self._newest_matches(conn, _in_word_index(askable, forms_of, words),
+                                      whole if rare else _word_tests(words), int(window),
+                                      whole_rows=together if rare else None)
         return "SELECT unnest(?::bigint[]) AS id", [newest]
 
     #: How long a connection keeps the word index's statistics (ANALYZE refreshes them).
